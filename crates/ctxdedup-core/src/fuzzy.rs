@@ -1,0 +1,320 @@
+//! Near-duplicate grouping by multiset line Jaccard.
+//!
+//! A message becomes a bag of normalized lines (split on `\n`, JS `trim()` + `toLowerCase()`,
+//! empty lines dropped; at least two lines to take part). Two messages are linked when
+//! (1) their fingerprints (first five normalized lines, a multiset) overlap by at least 3,
+//! counted with multiplicity; (2) `min(len) / max(len) >= 0.7` on raw UTF-16 lengths; and
+//! (3) their multiset Jaccard is `>= threshold`. Groups are the connected components.
+//!
+//! Candidate pairs come from a prefix-filtered inverted index: with every line occurrence
+//! `(line, k)` as a token and tokens ordered rarest first, two bags with Jaccard >= t must share
+//! a token among the first `|A| - ceil(t|A|) + 1` tokens of each. That yields exactly the pairs
+//! that can match without comparing all pairs, and pairs already in one component are skipped.
+
+use crate::js_text::normalize_line_into;
+use crate::source::Utf16Source;
+use crate::union_find::UnionFind;
+use ahash::AHashMap;
+
+/// Raw-length ratio below which two messages are never compared.
+pub const LENGTH_RATIO: f64 = 0.7;
+/// Lines per fingerprint.
+pub const FINGERPRINT_LINES: usize = 5;
+/// Minimum fingerprint overlap (with multiplicity) for two messages to be compared.
+pub const FINGERPRINT_OVERLAP: u32 = 3;
+
+/// A message taking part in the fuzzy pass.
+#[derive(Debug, Clone)]
+pub struct FuzzyMember {
+    /// Message index in the batch.
+    pub index: usize,
+    /// Raw content length in UTF-16 units.
+    pub raw_len: usize,
+    fingerprint: Vec<u32>,
+    /// Distinct line ids with their counts, sorted by line id.
+    bag: Vec<(u32, u32)>,
+    /// Number of normalized lines (the bag's total count).
+    lines: usize,
+}
+
+/// A connected component of at least two messages, members ascending by index.
+#[derive(Debug, Clone)]
+pub struct FuzzyGroup {
+    pub members: Vec<FuzzyMember>,
+}
+
+impl FuzzyGroup {
+    /// Multiset Jaccard between two members (positions in `members`).
+    pub fn similarity(&self, a: usize, b: usize) -> f64 {
+        jaccard(&self.members[a], &self.members[b])
+    }
+}
+
+/// Multiset Jaccard: `sum(min) / sum(max)` over line counts, summed as integers.
+fn jaccard(a: &FuzzyMember, b: &FuzzyMember) -> f64 {
+    let inter = intersection(&a.bag, &b.bag);
+    let union = a.lines + b.lines - inter;
+    inter as f64 / union as f64
+}
+
+fn intersection(a: &[(u32, u32)], b: &[(u32, u32)]) -> usize {
+    let (mut i, mut j, mut inter) = (0, 0, 0usize);
+    while i < a.len() && j < b.len() {
+        match a[i].0.cmp(&b[j].0) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                inter += a[i].1.min(b[j].1) as usize;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    inter
+}
+
+/// Fingerprint overlap: sum over distinct lines of countA * countB within the fingerprints.
+fn fingerprint_overlap(a: &[u32], b: &[u32]) -> u32 {
+    let mut total = 0;
+    for (pos, line) in a.iter().enumerate() {
+        if a[..pos].contains(line) {
+            continue;
+        }
+        let count_a = a.iter().filter(|x| *x == line).count() as u32;
+        let count_b = b.iter().filter(|x| *x == line).count() as u32;
+        total += count_a * count_b;
+    }
+    total
+}
+
+fn ratio(a: usize, b: usize) -> f64 {
+    let (lo, hi) = if a < b { (a, b) } else { (b, a) };
+    if hi == 0 {
+        1.0
+    } else {
+        lo as f64 / hi as f64
+    }
+}
+
+/// Normalizes the participants into bags of interned line ids; drops those with < 2 lines.
+fn build_members<S: Utf16Source>(src: &S, participants: &[usize]) -> Vec<FuzzyMember> {
+    let mut interner: AHashMap<Box<[u16]>, u32> = AHashMap::new();
+    let mut scratch: Vec<u16> = Vec::new();
+    let mut ids: Vec<u32> = Vec::new();
+    let mut members = Vec::with_capacity(participants.len());
+    for &index in participants {
+        ids.clear();
+        let raw_len = src.with_units(index, |units| {
+            for line in units.split(|&u| u == 0x0A) {
+                scratch.clear();
+                normalize_line_into(line, &mut scratch);
+                if scratch.is_empty() {
+                    continue;
+                }
+                let next_id = interner.len() as u32;
+                let id = match interner.get(scratch.as_slice()) {
+                    Some(&id) => id,
+                    None => {
+                        interner.insert(scratch.as_slice().into(), next_id);
+                        next_id
+                    }
+                };
+                ids.push(id);
+            }
+            units.len()
+        });
+        if ids.len() < 2 {
+            continue;
+        }
+        let fingerprint = ids[..ids.len().min(FINGERPRINT_LINES)].to_vec();
+        let lines = ids.len();
+        ids.sort_unstable();
+        let mut bag: Vec<(u32, u32)> = Vec::new();
+        for &id in &ids {
+            match bag.last_mut() {
+                Some((last, count)) if *last == id => *count += 1,
+                _ => bag.push((id, 1)),
+            }
+        }
+        members.push(FuzzyMember { index, raw_len, fingerprint, bag, lines });
+    }
+    members
+}
+
+/// Tokens a member is indexed and probed under. With `threshold > 0`: its prefix under the
+/// global rarest-first token order. Otherwise (every candidate pair can match): the distinct
+/// lines of its fingerprint, which any pair with overlap >= 3 shares.
+fn probe_tokens(member: &FuzzyMember, threshold: f64, doc_freq: &[u32]) -> Vec<u64> {
+    if threshold <= 0.0 {
+        let mut lines = member.fingerprint.clone();
+        lines.sort_unstable();
+        lines.dedup();
+        return lines.into_iter().map(|l| u64::from(l) << 32).collect();
+    }
+    let total = member.lines;
+    // Minimum shared tokens, rounded down a hair so float error can only lengthen the prefix.
+    let min_overlap = ((threshold * total as f64) - 1e-9).ceil().max(0.0) as usize;
+    let prefix_len = (total + 1).saturating_sub(min_overlap).clamp(1, total);
+    let mut lines: Vec<(u32, u32)> = member.bag.clone();
+    lines.sort_unstable_by_key(|&(line, _)| (doc_freq[line as usize], line));
+    let mut tokens = Vec::with_capacity(prefix_len);
+    'outer: for (line, count) in lines {
+        for k in 0..count {
+            if tokens.len() == prefix_len {
+                break 'outer;
+            }
+            tokens.push((u64::from(line) << 32) | u64::from(k));
+        }
+    }
+    tokens
+}
+
+/// Whether two members are linked in the match graph.
+fn linked(a: &FuzzyMember, b: &FuzzyMember, threshold: f64) -> bool {
+    let (lo, hi) = if a.lines < b.lines { (a.lines, b.lines) } else { (b.lines, a.lines) };
+    // Jaccard <= lo / hi, and f64 division is monotone, so this never drops a real match.
+    (lo as f64 / hi as f64) >= threshold
+        && ratio(a.raw_len, b.raw_len) >= LENGTH_RATIO
+        && fingerprint_overlap(&a.fingerprint, &b.fingerprint) >= FINGERPRINT_OVERLAP
+        && jaccard(a, b) >= threshold
+}
+
+/// Connected components (size >= 2) of the match graph over `participants` (ascending indices).
+pub fn fuzzy_groups<S: Utf16Source>(src: &S, participants: &[usize], threshold: f64) -> Vec<FuzzyGroup> {
+    // NaN or > 1 can never be reached by a similarity in [0, 1].
+    if !(threshold <= 1.0) {
+        return Vec::new();
+    }
+    let members = build_members(src, participants);
+    let max_line = members.iter().flat_map(|m| m.bag.iter().map(|&(l, _)| l + 1)).max().unwrap_or(0);
+    let mut doc_freq = vec![0u32; max_line as usize];
+    for m in &members {
+        for &(line, _) in &m.bag {
+            doc_freq[line as usize] += 1;
+        }
+    }
+
+    let mut uf = UnionFind::new(members.len());
+    let mut postings: AHashMap<u64, Vec<u32>> = AHashMap::new();
+    let mut seen = vec![u32::MAX; members.len()];
+    for i in 0..members.len() {
+        let tokens = probe_tokens(&members[i], threshold, &doc_freq);
+        for token in &tokens {
+            let Some(list) = postings.get(token) else { continue };
+            for &j in list {
+                let j = j as usize;
+                if seen[j] == i as u32 {
+                    continue;
+                }
+                seen[j] = i as u32;
+                if uf.find(i) != uf.find(j) && linked(&members[i], &members[j], threshold) {
+                    uf.union(i, j);
+                }
+            }
+        }
+        for token in tokens {
+            postings.entry(token).or_default().push(i as u32);
+        }
+    }
+    drop(postings);
+
+    let mut slots: Vec<Option<FuzzyMember>> = members.into_iter().map(Some).collect();
+    uf.groups(2)
+        .into_iter()
+        .map(|g| FuzzyGroup {
+            members: g.into_iter().filter_map(|local| slots[local].take()).collect(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::Utf16Arena;
+    use proptest::prelude::*;
+
+    fn member(lines: &[u32], raw_len: usize) -> FuzzyMember {
+        let mut sorted = lines.to_vec();
+        sorted.sort_unstable();
+        let mut bag: Vec<(u32, u32)> = Vec::new();
+        for id in sorted {
+            match bag.last_mut() {
+                Some((l, c)) if *l == id => *c += 1,
+                _ => bag.push((id, 1)),
+            }
+        }
+        FuzzyMember {
+            index: 0,
+            raw_len,
+            fingerprint: lines[..lines.len().min(5)].to_vec(),
+            bag,
+            lines: lines.len(),
+        }
+    }
+
+    #[test]
+    fn fingerprint_overlap_counts_multiplicity() {
+        assert_eq!(fingerprint_overlap(&[1, 1, 2, 3, 4], &[1, 1, 5, 6, 7]), 4);
+        assert_eq!(fingerprint_overlap(&[9, 9, 9, 2, 3], &[9, 4, 5, 6, 7]), 3);
+        assert_eq!(fingerprint_overlap(&[8, 8, 2, 3, 4], &[8, 5, 6, 7, 1]), 2);
+    }
+
+    #[test]
+    fn multiset_jaccard() {
+        let a = member(&[1, 1, 2, 3], 100);
+        let b = member(&[1, 2, 2, 4], 100);
+        // min: 1(line1)+1(line2) = 2; max: 2+2+1+1 = 6
+        assert_eq!(jaccard(&a, &b), 2.0 / 6.0);
+    }
+
+    #[test]
+    fn groups_near_copies() {
+        let base: Vec<String> = (0..20).map(|i| format!("line number {i} of the file")).collect();
+        let mut edited = base.clone();
+        edited[10] = "an edited line".into();
+        let other: Vec<String> = (0..20).map(|i| format!("unrelated {i}")).collect();
+        let arena = Utf16Arena::from_strs(&[base.join("\n"), other.join("\n"), edited.join("\n")]);
+        let groups = fuzzy_groups(&arena, &[0, 1, 2], 0.85);
+        assert_eq!(groups.len(), 1);
+        let idx: Vec<usize> = groups[0].members.iter().map(|m| m.index).collect();
+        assert_eq!(idx, vec![0, 2]);
+        assert_eq!(groups[0].similarity(0, 1), 19.0 / 21.0);
+    }
+
+    /// Quadratic reference: every pair checked.
+    fn brute_force(members: &[FuzzyMember], threshold: f64) -> Vec<Vec<usize>> {
+        let mut uf = UnionFind::new(members.len());
+        for i in 0..members.len() {
+            for j in 0..i {
+                if linked(&members[i], &members[j], threshold) {
+                    uf.union(i, j);
+                }
+            }
+        }
+        uf.groups(2)
+    }
+
+    proptest! {
+        #[test]
+        fn prefix_filter_finds_every_component(
+            docs in prop::collection::vec(prop::collection::vec(0u8..8, 2..12), 1..40),
+            t in prop::sample::select(vec![0.0, 0.3, 0.5, 0.6, 0.75, 0.85, 1.0]),
+        ) {
+            let texts: Vec<String> = docs.iter()
+                .map(|d| d.iter().map(|x| format!("line-{x}")).collect::<Vec<_>>().join("\n"))
+                .collect();
+            let arena = Utf16Arena::from_strs(&texts);
+            let all: Vec<usize> = (0..texts.len()).collect();
+            let got: Vec<Vec<usize>> = fuzzy_groups(&arena, &all, t)
+                .into_iter()
+                .map(|g| g.members.iter().map(|m| m.index).collect())
+                .collect();
+            let members = build_members(&arena, &all);
+            let expected: Vec<Vec<usize>> = brute_force(&members, t)
+                .into_iter()
+                .map(|g| g.into_iter().map(|local| members[local].index).collect())
+                .collect();
+            prop_assert_eq!(got, expected);
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! JavaScript string semantics on UTF-16 code units: `String.prototype.trim()` and
+//! `String.prototype.toLowerCase()`.
+//!
+//! Rust's own `trim` and `to_lowercase` disagree with JavaScript (U+FEFF is JS whitespace but not
+//! Rust's; U+0085 is the reverse), and JS strings may hold lone surrogates, which Rust strings
+//! cannot. Normalization version: [`NORMALIZATION_VERSION`].
+
+/// Bumped whenever the normalization below changes its output for any input.
+pub const NORMALIZATION_VERSION: u32 = 1;
+
+/// ECMAScript WhiteSpace + LineTerminator: exactly what `trim()` strips. All are in the BMP.
+pub fn is_js_whitespace(unit: u16) -> bool {
+    matches!(
+        unit,
+        0x0009..=0x000D
+            | 0x0020
+            | 0x00A0
+            | 0x1680
+            | 0x2000..=0x200A
+            | 0x2028
+            | 0x2029
+            | 0x202F
+            | 0x205F
+            | 0x3000
+            | 0xFEFF
+    )
+}
+
+/// `s.trim()`: the sub-slice without leading and trailing JS whitespace.
+pub fn js_trim(units: &[u16]) -> &[u16] {
+    let start = units.iter().position(|&u| !is_js_whitespace(u));
+    match start {
+        None => &[],
+        Some(start) => {
+            let end = units.iter().rposition(|&u| !is_js_whitespace(u)).map_or(start, |e| e + 1);
+            &units[start..end]
+        }
+    }
+}
+
+/// Appends `s.toLowerCase()` (full, locale-independent Unicode mapping, Final_Sigma included)
+/// to `out`. Lone surrogates pass through unchanged.
+pub fn js_to_lower_case_into(units: &[u16], out: &mut Vec<u16>) {
+    if units.iter().all(|&u| u < 0x80) {
+        out.extend(units.iter().map(|&u| {
+            if (u16::from(b'A')..=u16::from(b'Z')).contains(&u) {
+                u + 32
+            } else {
+                u
+            }
+        }));
+        return;
+    }
+    // A lone surrogate is neither cased nor case-ignorable, so it ends any Final_Sigma context;
+    // lowering each well-formed run on its own therefore matches JavaScript exactly.
+    let mut run_start = 0;
+    let mut i = 0;
+    while i < units.len() {
+        let u = units[i];
+        let pair = (0xD800..0xDC00).contains(&u)
+            && units.get(i + 1).is_some_and(|n| (0xDC00..0xE000).contains(n));
+        if pair {
+            i += 2;
+        } else if (0xD800..0xE000).contains(&u) {
+            lower_well_formed(&units[run_start..i], out);
+            out.push(u);
+            i += 1;
+            run_start = i;
+        } else {
+            i += 1;
+        }
+    }
+    lower_well_formed(&units[run_start..], out);
+}
+
+fn lower_well_formed(units: &[u16], out: &mut Vec<u16>) {
+    if units.is_empty() {
+        return;
+    }
+    // `str::to_lowercase` implements the full mapping including Final_Sigma, like ECMAScript.
+    let text: String = char::decode_utf16(units.iter().copied())
+        .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER))
+        .collect();
+    out.extend(text.to_lowercase().encode_utf16());
+}
+
+/// `line.trim().toLowerCase()` appended to `out`.
+pub fn normalize_line_into(line: &[u16], out: &mut Vec<u16>) {
+    js_to_lower_case_into(js_trim(line), out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn u(s: &str) -> Vec<u16> {
+        s.encode_utf16().collect()
+    }
+
+    fn lower(s: &[u16]) -> Vec<u16> {
+        let mut out = Vec::new();
+        js_to_lower_case_into(s, &mut out);
+        out
+    }
+
+    #[test]
+    fn trim_matches_javascript() {
+        assert_eq!(js_trim(&u("\u{FEFF} a b\u{00A0}")), u("a b").as_slice());
+        assert_eq!(js_trim(&u("\u{0085}a\u{0085}")), u("\u{0085}a\u{0085}").as_slice());
+        assert_eq!(js_trim(&u("\u{200B}a\u{180E}")), u("\u{200B}a\u{180E}").as_slice());
+        assert_eq!(js_trim(&u("\u{2028}\u{3000}\r")), &[] as &[u16]);
+        assert_eq!(js_trim(&[]), &[] as &[u16]);
+    }
+
+    #[test]
+    fn lower_case_matches_javascript() {
+        assert_eq!(lower(&u("HeLLo")), u("hello"));
+        assert_eq!(lower(&u("\u{0130}")), u("i\u{0307}"));
+        assert_eq!(lower(&u("ΟΔΟΣ ΣΑΣ")), u("οδος σας"));
+        assert_eq!(lower(&u("Σ")), u("σ"));
+        assert_eq!(lower(&u("ß ẞ ﬁ ϒ")), u("ß ß ﬁ ϒ"));
+        assert_eq!(lower(&u("\u{212A}\u{212B}")), u("k\u{00E5}"));
+        assert_eq!(lower(&u("\u{10400}")), u("\u{10428}"));
+    }
+
+    #[test]
+    fn lone_surrogates_pass_through() {
+        assert_eq!(lower(&[0x41, 0xD800, 0x42]), vec![0x61, 0xD800, 0x62]);
+        assert_eq!(lower(&[0xDC00, 0x3A3]), vec![0xDC00, 0x3C3]);
+        // "AΣ" then a lone surrogate: the sigma is word-final, as in JavaScript.
+        assert_eq!(lower(&[0x41, 0x3A3, 0xD800]), vec![0x61, 0x3C2, 0xD800]);
+    }
+}

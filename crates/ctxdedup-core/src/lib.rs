@@ -1,0 +1,16 @@
+//! ctxdedup-core: the deduplication algorithms behind ctxdedup, in pure Rust.
+//!
+//! Every algorithm lives here exactly once; the Node-API binding (`ctxdedup-node`) only converts
+//! values. Content is handled as UTF-16 code units so that identity matches JavaScript string
+//! equality, lone surrogates included (see `DESIGN.md`, "Identity is the contract").
+
+pub mod exact;
+pub mod fuzzy;
+pub mod js_text;
+pub mod messages;
+pub mod scored;
+pub mod sha;
+pub mod source;
+pub mod union_find;
+
+pub use source::{Utf16Arena, Utf16Source};

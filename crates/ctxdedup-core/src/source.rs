@@ -1,0 +1,100 @@
+//! Access to a batch of contents as UTF-16 code units.
+//!
+//! The algorithms read contents through [`Utf16Source`] so that the binding can either stream
+//! them straight out of JavaScript strings (synchronous calls, no full copy of the batch) or hand
+//! over an owned [`Utf16Arena`] (asynchronous calls that run off the JavaScript thread).
+
+/// A batch of contents, each a sequence of UTF-16 code units.
+pub trait Utf16Source {
+    /// Number of contents in the batch.
+    fn count(&self) -> usize;
+
+    /// Length of content `index` in UTF-16 code units.
+    fn len_of(&self, index: usize) -> usize;
+
+    /// Calls `f` with the code units of content `index`.
+    ///
+    /// Implementations may reuse one buffer between calls, so `f` must not call back into the
+    /// same source.
+    fn with_units<R>(&self, index: usize, f: impl FnOnce(&[u16]) -> R) -> R;
+
+    /// Whether content `index` starts with `prefix`. Sources that copy contents override this
+    /// to read only the first units.
+    fn starts_with(&self, index: usize, prefix: &[u16]) -> bool {
+        self.with_units(index, |units| units.starts_with(prefix))
+    }
+}
+
+/// An owned batch: all contents concatenated, plus the end offset of each.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Utf16Arena {
+    units: Vec<u16>,
+    ends: Vec<usize>,
+}
+
+impl Utf16Arena {
+    /// An empty arena.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Builds an arena from Rust strings (convenient in tests; real callers push UTF-16).
+    pub fn from_strs<S: AsRef<str>>(items: &[S]) -> Self {
+        let mut arena = Self::new();
+        for item in items {
+            arena.units.extend(item.as_ref().encode_utf16());
+            arena.ends.push(arena.units.len());
+        }
+        arena
+    }
+
+    /// Appends one content.
+    pub fn push(&mut self, units: &[u16]) {
+        self.units.extend_from_slice(units);
+        self.ends.push(self.units.len());
+    }
+
+    /// The code units of content `index`.
+    pub fn get(&self, index: usize) -> &[u16] {
+        let start = if index == 0 { 0 } else { self.ends[index - 1] };
+        &self.units[start..self.ends[index]]
+    }
+}
+
+impl Utf16Source for Utf16Arena {
+    fn count(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn len_of(&self, index: usize) -> usize {
+        self.get(index).len()
+    }
+
+    fn with_units<R>(&self, index: usize, f: impl FnOnce(&[u16]) -> R) -> R {
+        f(self.get(index))
+    }
+}
+
+/// A view of some items of another source, in the order given by `indices`.
+pub struct Subset<'a, S: Utf16Source> {
+    pub(crate) inner: &'a S,
+    pub(crate) indices: &'a [usize],
+}
+
+impl<S: Utf16Source> Utf16Source for Subset<'_, S> {
+    fn count(&self) -> usize {
+        self.indices.len()
+    }
+
+    fn len_of(&self, index: usize) -> usize {
+        self.inner.len_of(self.indices[index])
+    }
+
+    fn with_units<R>(&self, index: usize, f: impl FnOnce(&[u16]) -> R) -> R {
+        self.inner.with_units(self.indices[index], f)
+    }
+
+    fn starts_with(&self, index: usize, prefix: &[u16]) -> bool {
+        self.inner.starts_with(self.indices[index], prefix)
+    }
+}

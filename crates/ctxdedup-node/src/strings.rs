@@ -1,0 +1,98 @@
+//! A JS array of strings read lazily as UTF-16 code units.
+
+use ctxdedup_core::{Utf16Arena, Utf16Source};
+use napi::bindgen_prelude::*;
+use napi::sys;
+use std::cell::RefCell;
+use std::ptr;
+
+/// The strings of a JS array, valid for the duration of one native call.
+pub struct JsStrings {
+    env: sys::napi_env,
+    values: Vec<sys::napi_value>,
+    lengths: Vec<usize>,
+    buffer: RefCell<Vec<u16>>,
+}
+
+impl JsStrings {
+    /// Reads `len` units (or fewer, if the string is shorter) of string `index` into the buffer.
+    fn read(&self, index: usize, len: usize) -> std::cell::RefMut<'_, Vec<u16>> {
+        let mut buffer = self.buffer.borrow_mut();
+        buffer.resize(len + 1, 0);
+        let mut copied = 0usize;
+        // SAFETY: `values[index]` is a string handle of the current call scope; the buffer has
+        // room for `len` units plus the terminator napi writes.
+        let status = unsafe {
+            sys::napi_get_value_string_utf16(self.env, self.values[index], buffer.as_mut_ptr(), len + 1, &mut copied)
+        };
+        assert_eq!(status, sys::Status::napi_ok, "reading string {index} failed");
+        buffer.truncate(copied);
+        buffer
+    }
+
+    /// Copies every string into an owned arena (for work off the JS thread).
+    pub fn to_arena(&self) -> Utf16Arena {
+        let mut arena = Utf16Arena::new();
+        for i in 0..self.values.len() {
+            self.with_units(i, |units| arena.push(units));
+        }
+        arena
+    }
+}
+
+impl Utf16Source for JsStrings {
+    fn count(&self) -> usize {
+        self.values.len()
+    }
+
+    fn len_of(&self, index: usize) -> usize {
+        self.lengths[index]
+    }
+
+    fn with_units<R>(&self, index: usize, f: impl FnOnce(&[u16]) -> R) -> R {
+        let buffer = self.read(index, self.lengths[index]);
+        f(&buffer)
+    }
+
+    fn starts_with(&self, index: usize, prefix: &[u16]) -> bool {
+        prefix.len() <= self.lengths[index] && *self.read(index, prefix.len()) == *prefix
+    }
+}
+
+impl TypeName for JsStrings {
+    fn type_name() -> &'static str {
+        "string[]"
+    }
+
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}
+
+impl ValidateNapiValue for JsStrings {}
+
+impl FromNapiValue for JsStrings {
+    unsafe fn from_napi_value(env: sys::napi_env, array: sys::napi_value) -> Result<Self> {
+        let mut is_array = false;
+        check_status!(sys::napi_is_array(env, array, &mut is_array))?;
+        if !is_array {
+            return Err(Error::new(Status::InvalidArg, "contents must be an array of strings"));
+        }
+        let mut len = 0u32;
+        check_status!(sys::napi_get_array_length(env, array, &mut len))?;
+        let mut values = Vec::with_capacity(len as usize);
+        let mut lengths = Vec::with_capacity(len as usize);
+        for i in 0..len {
+            let mut value = ptr::null_mut();
+            check_status!(sys::napi_get_element(env, array, i, &mut value))?;
+            let mut units = 0usize;
+            let status = sys::napi_get_value_string_utf16(env, value, ptr::null_mut(), 0, &mut units);
+            if status != sys::Status::napi_ok {
+                return Err(Error::new(Status::StringExpected, format!("contents[{i}] is not a string")));
+            }
+            values.push(value);
+            lengths.push(units);
+        }
+        Ok(Self { env, values, lengths, buffer: RefCell::new(Vec::new()) })
+    }
+}

@@ -1,0 +1,71 @@
+/**
+ * Input validation shared by the stages. Every error names the offending path, e.g.
+ * `scored[3].score is NaN`, and is thrown before any work or write happens.
+ * @module
+ */
+
+/** Throws a `TypeError` naming `path`. */
+export function typeError(path: string, problem: string): never {
+  throw new TypeError(`${path} ${problem}`);
+}
+
+/** Throws a `RangeError` naming `path`. */
+export function rangeError(path: string, problem: string): never {
+  throw new RangeError(`${path} ${problem}`);
+}
+
+/** Describes a value's type for an error message (`null`, `array`, `number`, ...). */
+export function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
+}
+
+/** Asserts `value` is an array. */
+export function expectArray(value: unknown, path: string): asserts value is unknown[] {
+  if (!Array.isArray(value)) typeError(path, `must be an array, got ${describe(value)}`);
+}
+
+/** Asserts `value` is a non-null object (not an array). */
+export function expectObject(value: unknown, path: string): asserts value is Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    typeError(path, `must be an object, got ${describe(value)}`);
+  }
+}
+
+/** Asserts an optional options argument is an object or undefined. */
+export function expectOptions(value: unknown, path = 'options'): void {
+  if (value !== undefined) expectObject(value, path);
+}
+
+/** Asserts `value` is a boolean if present, and returns it or the default. */
+export function optionalBoolean(value: unknown, path: string, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean') typeError(path, `must be a boolean, got ${describe(value)}`);
+  return value;
+}
+
+/** A number in [min, max] (NaN rejected), or the default when absent. */
+export function optionalNumber(
+  value: unknown,
+  path: string,
+  fallback: number,
+  { min = -Infinity, max = Infinity, integer = false }: { min?: number; max?: number; integer?: boolean } = {},
+): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number') typeError(path, `must be a number, got ${describe(value)}`);
+  if (Number.isNaN(value)) rangeError(path, 'is NaN');
+  if (integer && !Number.isInteger(value)) rangeError(path, `must be an integer, got ${value}`);
+  if (value < min || value > max) rangeError(path, `must be in [${min}, ${max}], got ${value}`);
+  return value;
+}
+
+/** An array of strings, or the default when absent. */
+export function optionalStrings(value: unknown, path: string, fallback: readonly string[]): string[] {
+  if (value === undefined) return [...fallback];
+  expectArray(value, path);
+  value.forEach((v, i) => {
+    if (typeof v !== 'string') typeError(`${path}[${i}]`, `must be a string, got ${describe(v)}`);
+  });
+  return value as string[];
+}

@@ -1,0 +1,161 @@
+/**
+ * Stage `deduplicate`: byte-exact dedup of scored context items (Cupel pipeline, Stage 3).
+ *
+ * Two items are duplicates iff `item.content` is the same JavaScript string. In each group the
+ * survivor is the highest score; ties go to the lowest input index (-0 and +0 tie). Survivors
+ * keep their input order and are the very objects that came in.
+ * @module
+ */
+import { describe, expectArray, expectObject, expectOptions, optionalBoolean, rangeError, typeError } from '../errors.js';
+import { native } from '../native.js';
+
+/** Anything with a string `content`; other fields ride along untouched. */
+export interface ContextItem {
+  content: string;
+  [field: string]: unknown;
+}
+
+/** A context item with its relevance score (higher is better; ±Infinity allowed, NaN not). */
+export interface ScoredItem<T extends ContextItem = ContextItem> {
+  item: T;
+  score: number;
+}
+
+/** Options of {@link deduplicate} and {@link deduplicateWithReport}. */
+export interface DeduplicateOptions {
+  /** `false` returns the input unchanged without comparing anything. Default `true`. */
+  enabled?: boolean;
+  /**
+   * Which implementation runs: `'auto'` (default) uses a JavaScript path for small batches,
+   * where crossing into native code costs more than it saves, and the native core otherwise.
+   * Both are held to the same conformance suite.
+   */
+  engine?: 'auto' | 'native' | 'js';
+}
+
+/** A removed duplicate and the survivor it lost to. */
+export interface RemovedItem<T extends ContextItem = ContextItem> {
+  /** Input index of the removed entry. */
+  index: number;
+  /** Input index of the surviving entry with the same content. */
+  duplicateOf: number;
+  /** The removed entry itself. */
+  item: ScoredItem<T>;
+}
+
+/** Result of {@link deduplicateWithReport}. */
+export interface DeduplicateReport<T extends ContextItem = ContextItem> {
+  kept: ScoredItem<T>[];
+  removed: RemovedItem<T>[];
+  stats: {
+    input: number;
+    kept: number;
+    removed: number;
+    /** Sum of `content.length` (UTF-16 code units) over removed entries. */
+    charsRemoved: number;
+  };
+}
+
+/** Batches up to this size take the JavaScript path under `engine: 'auto'`. */
+export const SMALL_BATCH = 64;
+
+/** Validates the input; returns the contents and scores (in bulk, for one native call). */
+function readScored(scored: unknown): { contents: string[]; scores: Float64Array } {
+  expectArray(scored, 'scored');
+  const contents = new Array<string>(scored.length);
+  const scores = new Float64Array(scored.length);
+  for (let i = 0; i < scored.length; i++) {
+    const entry = scored[i];
+    expectObject(entry, `scored[${i}]`);
+    const item = entry['item'];
+    expectObject(item, `scored[${i}].item`);
+    const content = item['content'];
+    if (typeof content !== 'string') typeError(`scored[${i}].item.content`, `must be a string, got ${describe(content)}`);
+    const score = entry['score'];
+    if (typeof score !== 'number') typeError(`scored[${i}].score`, `must be a number, got ${describe(score)}`);
+    if (Number.isNaN(score)) rangeError(`scored[${i}].score`, 'is NaN');
+    contents[i] = content;
+    scores[i] = score;
+  }
+  return { contents, scores };
+}
+
+/** The same survivor rule as the Rust core, for small batches. */
+function survivorsJs(contents: readonly string[], scores: Float64Array): Uint32Array {
+  const best = new Map<string, number>();
+  for (let i = 0; i < contents.length; i++) {
+    const content = contents[i] as string;
+    const current = best.get(content);
+    if (current === undefined || (scores[i] as number) > (scores[current] as number)) best.set(content, i);
+  }
+  const out = new Uint32Array(contents.length);
+  for (let i = 0; i < contents.length; i++) out[i] = best.get(contents[i] as string) as number;
+  return out;
+}
+
+function survivors(contents: string[], scores: Float64Array, engine: DeduplicateOptions['engine']): Uint32Array {
+  const useJs = engine === 'js' || ((engine ?? 'auto') === 'auto' && contents.length <= SMALL_BATCH);
+  return useJs ? survivorsJs(contents, scores) : native.scoredSurvivors(contents, scores);
+}
+
+function readOptions(options: DeduplicateOptions | undefined): Required<DeduplicateOptions> {
+  expectOptions(options);
+  const engine = options?.engine ?? 'auto';
+  if (engine !== 'auto' && engine !== 'native' && engine !== 'js') {
+    typeError('options.engine', `must be 'auto', 'native' or 'js', got ${String(engine)}`);
+  }
+  return { enabled: optionalBoolean(options?.enabled, 'options.enabled', true), engine };
+}
+
+/**
+ * Removes byte-exact duplicates, keeping the best-scored copy of each content.
+ *
+ * @returns the surviving entries (same object references) in input order.
+ * @throws TypeError if `scored` is not an array, an entry or its `item` is not an object,
+ *   `item.content` is not a string or `score` is not a number (the message names the path).
+ * @throws RangeError if a score is NaN.
+ * @example
+ * deduplicate([{ item: { content: 'a' }, score: 1 }, { item: { content: 'a' }, score: 2 }])
+ * // -> [{ item: { content: 'a' }, score: 2 }]
+ */
+export function deduplicate<T extends ContextItem>(scored: readonly ScoredItem<T>[], options?: DeduplicateOptions): ScoredItem<T>[] {
+  const { enabled, engine } = readOptions(options);
+  if (!enabled) {
+    expectArray(scored, 'scored');
+    return scored.slice();
+  }
+  const { contents, scores } = readScored(scored);
+  const survivor = survivors(contents, scores, engine);
+  return scored.filter((_, i) => survivor[i] === i);
+}
+
+/**
+ * Like {@link deduplicate}, and also says what was removed, in favour of which entry, and the
+ * totals. With `enabled: false` everything is kept.
+ */
+export function deduplicateWithReport<T extends ContextItem>(
+  scored: readonly ScoredItem<T>[],
+  options?: DeduplicateOptions,
+): DeduplicateReport<T> {
+  const { enabled, engine } = readOptions(options);
+  expectArray(scored, 'scored');
+  const kept: ScoredItem<T>[] = [];
+  const removed: RemovedItem<T>[] = [];
+  let charsRemoved = 0;
+  if (!enabled) {
+    kept.push(...scored);
+  } else {
+    const { contents, scores } = readScored(scored);
+    const survivor = survivors(contents, scores, engine);
+    scored.forEach((entry, index) => {
+      const duplicateOf = survivor[index] as number;
+      if (duplicateOf === index) {
+        kept.push(entry);
+      } else {
+        removed.push({ index, duplicateOf, item: entry });
+        charsRemoved += (contents[index] as string).length;
+      }
+    });
+  }
+  return { kept, removed, stats: { input: scored.length, kept: kept.length, removed: removed.length, charsRemoved } };
+}
