@@ -13,3 +13,17 @@ export {
   type DeduplicateReport,
   type RemovedItem,
 } from './stages/deduplicate.js';
+export {
+  dedupeMessages,
+  dedupeMessagesAsync,
+  restoreMessages,
+  DEFAULT_TEMPLATES,
+  type Message,
+  type DedupeMessagesOptions,
+  type DedupeMessagesResult,
+  type MessageDecision,
+  type MessageDedupStats,
+  type ReferenceInfo,
+  type ReferenceTemplates,
+  type ReplacementMarker,
+} from './stages/messages.js';

@@ -1,0 +1,242 @@
+/**
+ * `ctxdedup/cce`: a drop-in replacement for the duplicate detection of
+ * context-compression-engine (CCE), with identical results from the native core.
+ *
+ * The functions keep CCE's signatures and tolerance (non-string content counts as empty, ids
+ * may be numbers) and are synchronous like CCE's. Rules: `shared/golden/cce/README.md`.
+ * @module
+ */
+import { native } from '../native.js';
+import {
+  analysisInput,
+  annotations,
+  inRecencyWindow,
+  recencyStartOf,
+  SUMMARY_PREFIXES,
+  type Annotation,
+} from '../stages/message-analysis.js';
+
+/** A CCE message: only `id`, `role`, `content`, `tool_calls` and `metadata` are read. */
+export interface CceMessage {
+  id?: unknown;
+  index?: number;
+  role?: unknown;
+  content?: unknown;
+  tool_calls?: unknown;
+  metadata?: Record<string, unknown>;
+  [field: string]: unknown;
+}
+
+/** CCE's annotation: exact ones have no `similarity` key at all. */
+export interface DedupAnnotation {
+  duplicateOfIndex: number;
+  contentLength: number;
+  similarity?: number;
+}
+
+/** Provenance CCE's `uncompress()` reads to restore a replaced message. */
+export interface CceOriginal {
+  ids: unknown[];
+  summary_id: string;
+  parent_ids?: string[];
+  version: number;
+}
+
+/** One trace entry of a replacement. */
+export interface CceDecision {
+  messageId: unknown;
+  messageIndex: number;
+  action: 'deduped' | 'fuzzy_deduped';
+  reason: 'exact_duplicate' | 'fuzzy_duplicate';
+  inputChars: number;
+  outputChars: number;
+}
+
+/** CCE's option names for the dedup part of `compress()`. */
+export interface CceDedupeOptions {
+  /** Exact dedup. Default `true`. */
+  dedup?: boolean;
+  /** Fuzzy dedup. Default `false`. */
+  fuzzyDedup?: boolean;
+  /** Default `0.85`. */
+  fuzzyThreshold?: number;
+  /** The last N messages are never replaced. Default `4`. */
+  recencyWindow?: number;
+  /** Roles never deduplicated. Default `['system']`. */
+  preserve?: string[];
+  /** Written to `_cce_original.version`. Default `0`. */
+  sourceVersion?: number;
+  /** Return `decisions`. Default `false`. */
+  trace?: boolean;
+}
+
+/** Result of {@link dedupe}. */
+export interface CceDedupeResult<M extends CceMessage = CceMessage> {
+  messages: M[];
+  /** Originals of the replaced messages, by id (as CCE's `uncompress()` expects). */
+  verbatim: Record<string, M>;
+  decisions?: CceDecision[];
+  stats: {
+    messages_deduped: number;
+    messages_fuzzy_deduped: number;
+    original_chars: number;
+    compressed_chars: number;
+  };
+}
+
+const CCE_MIN_CHARS = 200;
+
+function toRoleSet(preserveRoles: unknown): ReadonlySet<unknown> {
+  if (preserveRoles instanceof Set) return preserveRoles;
+  if (Array.isArray(preserveRoles)) return new Set(preserveRoles);
+  return new Set();
+}
+
+/** CCE compares `index >= recencyStart` only when `recencyStart > 0`; clamp to [0, n]. */
+function clampRecencyStart(recencyStart: unknown, n: number): number {
+  const value = Number(recencyStart);
+  if (!(value > 0)) return 0;
+  return Math.min(n, Math.ceil(value));
+}
+
+function toMap(list: readonly Annotation[]): Map<number, DedupAnnotation> {
+  const map = new Map<number, DedupAnnotation>();
+  for (const a of list) {
+    const value: DedupAnnotation = { duplicateOfIndex: a.duplicateOfIndex, contentLength: a.contentLength };
+    if (a.similarity !== undefined) value.similarity = a.similarity;
+    map.set(a.index, value);
+  }
+  return map;
+}
+
+function run(
+  messages: readonly CceMessage[],
+  recencyStart: unknown,
+  preserveRoles: unknown,
+  passes: { exact: boolean; fuzzyThreshold?: number; excluded?: ReadonlyMap<number, unknown> },
+): { exact: Annotation[]; fuzzy: Annotation[] } {
+  const input = analysisInput(messages, toRoleSet(preserveRoles));
+  const excluded = new Uint8Array(messages.length);
+  for (const key of passes.excluded?.keys() ?? []) {
+    if (Number.isInteger(key) && key >= 0 && key < messages.length) excluded[key] = 1;
+  }
+  return annotations(
+    native.analyzeMessages(input.contents, input.blocked, excluded, {
+      minChars: CCE_MIN_CHARS,
+      skipPrefixes: [...SUMMARY_PREFIXES],
+      keepEarliest: false,
+      recencyStart: clampRecencyStart(recencyStart, messages.length),
+      exact: passes.exact,
+      fuzzyThreshold: passes.fuzzyThreshold,
+    }),
+  );
+}
+
+/**
+ * CCE's exact pass: eligible messages with identical content; every member but the keep target
+ * is annotated with `{ duplicateOfIndex, contentLength }`.
+ */
+export function analyzeDuplicates(
+  messages: readonly CceMessage[],
+  recencyStart: number,
+  preserveRoles: ReadonlySet<string>,
+): Map<number, DedupAnnotation> {
+  return toMap(run(messages, recencyStart, preserveRoles, { exact: true }).exact);
+}
+
+/**
+ * CCE's fuzzy pass over eligible messages that are not keys of `exactAnnotations`; annotations
+ * carry the similarity to the keep target.
+ */
+export function analyzeFuzzyDuplicates(
+  messages: readonly CceMessage[],
+  recencyStart: number,
+  preserveRoles: ReadonlySet<string>,
+  exactAnnotations: ReadonlyMap<number, DedupAnnotation>,
+  threshold = 0.85,
+): Map<number, DedupAnnotation> {
+  const excluded = exactAnnotations instanceof Map ? exactAnnotations : new Map<number, unknown>();
+  return toMap(run(messages, recencyStart, preserveRoles, { exact: false, fuzzyThreshold: Number(threshold), excluded }).fuzzy);
+}
+
+/** CCE's summary id: djb2 over the id's UTF-16 units, base 36 (non-string ids hash nothing). */
+function summaryId(id: unknown): string {
+  let h = 5381;
+  if (typeof id === 'string') {
+    for (let i = 0; i < id.length; i++) h = (Math.imul(h, 33) + id.charCodeAt(i)) >>> 0;
+  }
+  return `cce_sum_${h.toString(36)}`;
+}
+
+function provenance(original: CceMessage, version: number): CceOriginal {
+  const previous = (original.metadata?.['_cce_original'] as { summary_id?: unknown } | undefined)?.summary_id;
+  // Key order matters to deep-equal checks and JSON output: ids, summary_id, parent_ids, version.
+  const hasParent = typeof previous === 'string' && previous.length > 0;
+  return {
+    ids: [original.id],
+    summary_id: summaryId(original.id),
+    ...(hasParent ? { parent_ids: [previous] } : {}),
+    version,
+  };
+}
+
+/**
+ * The dedup part of CCE's `compress()`: duplicates outside the recency window are replaced by
+ * CCE's tags with `metadata._cce_original` provenance, so CCE's `uncompress()` restores them.
+ * Every other message is returned untouched (no summarization happens here).
+ */
+export function dedupe<M extends CceMessage>(messages: readonly M[], options: CceDedupeOptions = {}): CceDedupeResult<M> {
+  const {
+    dedup = true,
+    fuzzyDedup = false,
+    fuzzyThreshold = 0.85,
+    recencyWindow = 4,
+    preserve = ['system'],
+    sourceVersion = 0,
+    trace = false,
+  } = options;
+  const n = messages.length;
+  const recencyStart = recencyStartOf(n, recencyWindow);
+  const passes = fuzzyDedup ? { exact: dedup, fuzzyThreshold } : { exact: dedup };
+  const { exact, fuzzy } = dedup || fuzzyDedup ? run(messages, recencyStart, preserve, passes) : { exact: [], fuzzy: [] };
+
+  const out = messages.slice();
+  const verbatim: Record<string, M> = {};
+  const decisions: CceDecision[] = [];
+  const stats = { messages_deduped: 0, messages_fuzzy_deduped: 0, original_chars: 0, compressed_chars: 0 };
+  const annotated = [...exact.map((a) => ({ a, fuzzy: false })), ...fuzzy.map((a) => ({ a, fuzzy: true }))];
+  annotated.sort((x, y) => x.a.index - y.a.index);
+  for (const { a, fuzzy: isFuzzy } of annotated) {
+    if (inRecencyWindow(a.index, recencyWindow, recencyStart)) continue;
+    const original = messages[a.index] as M;
+    const keepId = String((messages[a.duplicateOfIndex] as CceMessage).id);
+    const tag = isFuzzy
+      ? `[cce:near-dup of ${keepId} — ${a.contentLength} chars, ~${Math.round((a.similarity ?? 0) * 100)}% match]`
+      : `[cce:dup of ${keepId} — ${a.contentLength} chars]`;
+    out[a.index] = {
+      ...original,
+      content: tag,
+      metadata: { ...(original.metadata ?? {}), _cce_original: provenance(original, sourceVersion) },
+    };
+    verbatim[String(original.id)] = original;
+    if (isFuzzy) stats.messages_fuzzy_deduped++;
+    else stats.messages_deduped++;
+    decisions.push({
+      messageId: original.id,
+      messageIndex: a.index,
+      action: isFuzzy ? 'fuzzy_deduped' : 'deduped',
+      reason: isFuzzy ? 'fuzzy_duplicate' : 'exact_duplicate',
+      inputChars: a.contentLength,
+      outputChars: tag.length,
+    });
+  }
+  for (let i = 0; i < n; i++) {
+    const before = (messages[i] as CceMessage).content;
+    const after = (out[i] as CceMessage).content;
+    stats.original_chars += typeof before === 'string' ? before.length : 0;
+    stats.compressed_chars += typeof after === 'string' ? after.length : 0;
+  }
+  const result: CceDedupeResult<M> = { messages: out, verbatim, stats };
+  if (trace) result.decisions = decisions;
+  return result;
+}

@@ -1,0 +1,95 @@
+/**
+ * The bridge between message arrays and the native message analysis, shared by the native
+ * message API and the `ctxdedup/cce` compatibility layer.
+ * @internal
+ * @module
+ */
+import type { NativeAnalysis, NativeAnalyzeOptions } from '../native.js';
+
+/** One message found to duplicate another (exact or near). @internal */
+export interface Annotation {
+  index: number;
+  duplicateOfIndex: number;
+  /** Exact: the keep target's length; fuzzy: the message's own length (UTF-16 units). */
+  contentLength: number;
+  /** Fuzzy only: multiset line Jaccard against the keep target. */
+  similarity?: number;
+}
+
+/** Contents and shape-based exclusions of a message batch, ready for one native call. @internal */
+export interface AnalysisInput {
+  contents: string[];
+  blocked: Uint8Array;
+}
+
+/** The parts of a message the analysis looks at. @internal */
+interface MessageShape {
+  role?: unknown;
+  content?: unknown;
+  tool_calls?: unknown;
+}
+
+/** Whether a message is preserved by its role (truthy and listed, case-sensitive). @internal */
+export function isPreservedRole(message: MessageShape, preserve: ReadonlySet<unknown>): boolean {
+  return Boolean(message.role) && preserve.has(message.role);
+}
+
+/** Whether a message carries tool calls (a non-empty array). @internal */
+export function hasToolCalls(message: MessageShape): boolean {
+  return Array.isArray(message.tool_calls) && message.tool_calls.length > 0;
+}
+
+/**
+ * Collects contents (non-string content counts as `''`) and the messages excluded by shape:
+ * preserved role, tool calls, or non-string content. @internal
+ */
+export function analysisInput(messages: readonly MessageShape[], preserve: ReadonlySet<unknown>): AnalysisInput {
+  const n = messages.length;
+  const contents = new Array<string>(n);
+  const blocked = new Uint8Array(n);
+  for (let i = 0; i < n; i++) {
+    const message = (messages[i] ?? {}) as MessageShape;
+    const content = message.content;
+    const isString = typeof content === 'string';
+    contents[i] = isString ? content : '';
+    if (!isString || isPreservedRole(message, preserve) || hasToolCalls(message)) blocked[i] = 1;
+  }
+  return { contents, blocked };
+}
+
+/** Splits the native columns into annotation lists, exact first. @internal */
+export function annotations(result: NativeAnalysis): { exact: Annotation[]; fuzzy: Annotation[] } {
+  const exact: Annotation[] = [];
+  for (let k = 0; k < result.exactIndex.length; k++) {
+    exact.push({
+      index: result.exactIndex[k] as number,
+      duplicateOfIndex: result.exactOf[k] as number,
+      contentLength: result.exactLength[k] as number,
+    });
+  }
+  const fuzzy: Annotation[] = [];
+  for (let k = 0; k < result.fuzzyIndex.length; k++) {
+    fuzzy.push({
+      index: result.fuzzyIndex[k] as number,
+      duplicateOfIndex: result.fuzzyOf[k] as number,
+      contentLength: result.fuzzyLength[k] as number,
+      similarity: result.fuzzySimilarity[k] as number,
+    });
+  }
+  return { exact, fuzzy };
+}
+
+/** The summary/truncation markers context-compression-engine never deduplicates. */
+export const SUMMARY_PREFIXES: readonly string[] = ['[summary:', '[summary#', '[truncated'];
+
+/** `recencyStart` as context-compression-engine derives it from a recency window. @internal */
+export function recencyStartOf(count: number, recencyWindow: number): number {
+  return Math.max(0, count - (recencyWindow > 0 ? recencyWindow : 0));
+}
+
+/** Whether an annotated message sits in the protected recency window. @internal */
+export function inRecencyWindow(index: number, recencyWindow: number, recencyStart: number): boolean {
+  return recencyWindow > 0 && index >= recencyStart;
+}
+
+export type { NativeAnalyzeOptions };

@@ -1,0 +1,304 @@
+/**
+ * Stage: message dedup, exact and fuzzy, with explained and reversible decisions.
+ *
+ * Exact duplicates are eligible messages with the same content string; near duplicates are
+ * linked by multiset line Jaccard (normalized lines, fingerprint and length-ratio filters) and
+ * grouped transitively. One copy of each group stays; the others become short reference tags,
+ * and the originals go to a verbatim map so {@link restoreMessages} gives the input back.
+ * @module
+ */
+import { describe, expectArray, expectObject, expectOptions, optionalBoolean, optionalNumber, optionalStrings, typeError } from '../errors.js';
+import { native, type NativeAnalysis } from '../native.js';
+import {
+  analysisInput,
+  annotations,
+  inRecencyWindow,
+  recencyStartOf,
+  SUMMARY_PREFIXES,
+  type Annotation,
+  type AnalysisInput,
+  type NativeAnalyzeOptions,
+} from './message-analysis.js';
+
+/** A conversation message. Only `id`, `role`, `content` and `tool_calls` are read. */
+export interface Message {
+  /** Unique within the conversation; the key of the verbatim map. */
+  id: string;
+  role?: string;
+  /** Only string contents are deduplicated. */
+  content?: unknown;
+  /** A message with a non-empty `tool_calls` array is never replaced. */
+  tool_calls?: unknown;
+  metadata?: Record<string, unknown>;
+  [field: string]: unknown;
+}
+
+/** What a reference tag may say about the copy it stands for. */
+export interface ReferenceInfo {
+  kind: 'exact' | 'fuzzy';
+  /** Id of the replaced message. */
+  id: string;
+  /** Id of the message kept in full. */
+  keepId: string;
+  /** Length of the replaced content (UTF-16 code units). */
+  chars: number;
+  /** Fuzzy only: multiset line Jaccard against the kept message, in [0, 1]. */
+  similarity?: number;
+}
+
+/** Reference tag templates: `{id}`, `{keepId}`, `{chars}` and `{percent}` are filled in. */
+export interface ReferenceTemplates {
+  exact?: string;
+  fuzzy?: string;
+}
+
+/** Default reference tags. */
+export const DEFAULT_TEMPLATES: Required<ReferenceTemplates> = {
+  exact: '[ctxdedup: duplicate of {keepId} — {chars} chars]',
+  fuzzy: '[ctxdedup: near-duplicate of {keepId} — {chars} chars, ~{percent}% match]',
+};
+
+/** Options of {@link dedupeMessages}. */
+export interface DedupeMessagesOptions {
+  /**
+   * Which copy stays in full. `'latest'` (default, context-compression-engine's rule) keeps the
+   * last copy, or the first copy inside the recency window; `'earliest'` keeps the first copy
+   * and replaces later ones, which keeps a prompt-cache prefix stable.
+   */
+  keep?: 'latest' | 'earliest';
+  /** Run the exact pass. Default `true`. */
+  exact?: boolean;
+  /** Run the fuzzy (near-duplicate) pass. Default `false`. */
+  fuzzy?: boolean;
+  /** Minimum multiset line Jaccard for near duplicates, in [0, 1]. Default `0.85`. */
+  threshold?: number;
+  /** Contents shorter than this (UTF-16 code units) are left alone. Default `200`. */
+  minChars?: number;
+  /** Roles never deduplicated (exact, case-sensitive). Default `['system']`. */
+  preserve?: string[];
+  /** The last N messages are never replaced (0 = none protected). Default `0`. */
+  recencyWindow?: number;
+  /** Contents starting with any of these are left alone. Default: `[summary:`, `[summary#`, `[truncated`. */
+  skipPrefixes?: string[];
+  /** Reference tag wording: templates, or a function that returns the tag. */
+  reference?: ReferenceTemplates | ((info: ReferenceInfo) => string);
+}
+
+/** Why one message was replaced. */
+export interface MessageDecision {
+  index: number;
+  id: string;
+  kind: 'exact' | 'fuzzy';
+  /** The message kept in full. */
+  duplicateOfIndex: number;
+  duplicateOfId: string;
+  /** Fuzzy only: similarity to the kept message. */
+  similarity?: number;
+  charsBefore: number;
+  charsAfter: number;
+  charsSaved: number;
+}
+
+/** Totals a UI can show as one card. */
+export interface MessageDedupStats {
+  messages: number;
+  exactDuplicates: number;
+  nearDuplicates: number;
+  /** Annotated duplicates left in full because they sit in the recency window. */
+  keptInWindow: number;
+  charsBefore: number;
+  charsAfter: number;
+  charsSaved: number;
+  /** Estimate at 4 characters per token. */
+  tokensSaved: number;
+}
+
+/** Result of {@link dedupeMessages}. */
+export interface DedupeMessagesResult<M extends Message = Message> {
+  /** The conversation with duplicates replaced by reference tags, in input order. */
+  messages: M[];
+  /** Originals of every replaced message, by id. */
+  verbatim: Record<string, M>;
+  decisions: MessageDecision[];
+  stats: MessageDedupStats;
+}
+
+/** Marker left in `metadata` of a replaced message. */
+export interface ReplacementMarker {
+  kind: 'exact' | 'fuzzy';
+  duplicateOf: string;
+  similarity?: number;
+}
+
+interface Plan {
+  messages: Message[];
+  input: AnalysisInput;
+  native: NativeAnalyzeOptions;
+  recencyWindow: number;
+  recencyStart: number;
+  reference: (info: ReferenceInfo) => string;
+}
+
+const CHARS_PER_TOKEN = 4;
+
+function fill(template: string, info: ReferenceInfo): string {
+  const percent = info.similarity === undefined ? 100 : Math.round(info.similarity * 100);
+  return template.replace(/\{(id|keepId|chars|percent)\}/g, (_, key: string) =>
+    key === 'id' ? info.id : key === 'keepId' ? info.keepId : key === 'chars' ? String(info.chars) : String(percent),
+  );
+}
+
+function referenceOf(option: unknown): (info: ReferenceInfo) => string {
+  if (typeof option === 'function') {
+    return (info) => {
+      const tag: unknown = option(info);
+      if (typeof tag !== 'string') typeError('options.reference()', `must return a string, got ${describe(tag)}`);
+      return tag;
+    };
+  }
+  if (option !== undefined) expectObject(option, 'options.reference');
+  const templates = { ...DEFAULT_TEMPLATES, ...(option as ReferenceTemplates | undefined) };
+  for (const kind of ['exact', 'fuzzy'] as const) {
+    if (typeof templates[kind] !== 'string') typeError(`options.reference.${kind}`, 'must be a string');
+  }
+  return (info) => fill(templates[info.kind], info);
+}
+
+function plan(messages: unknown, options: DedupeMessagesOptions | undefined): Plan {
+  expectArray(messages, 'messages');
+  expectOptions(options);
+  const o = (options ?? {}) as Record<string, unknown>;
+  const seen = new Set<string>();
+  messages.forEach((m, i) => {
+    expectObject(m, `messages[${i}]`);
+    const id = m['id'];
+    if (typeof id !== 'string') typeError(`messages[${i}].id`, `must be a string (it keys the verbatim map), got ${describe(id)}`);
+    if (seen.has(id)) typeError(`messages[${i}].id`, `duplicates an earlier id: ${JSON.stringify(id)}`);
+    seen.add(id);
+  });
+  const keep = o['keep'] ?? 'latest';
+  if (keep !== 'latest' && keep !== 'earliest') typeError('options.keep', `must be 'latest' or 'earliest', got ${String(keep)}`);
+  const recencyWindow = optionalNumber(o['recencyWindow'], 'options.recencyWindow', 0, { min: 0, integer: true });
+  const minChars = optionalNumber(o['minChars'], 'options.minChars', 200, { min: 0, max: 2 ** 32 - 1, integer: true });
+  const threshold = optionalNumber(o['threshold'], 'options.threshold', 0.85, { min: 0, max: 1 });
+  const fuzzy = optionalBoolean(o['fuzzy'], 'options.fuzzy', false);
+  const list = messages as Message[];
+  const recencyStart = recencyStartOf(list.length, recencyWindow);
+  return {
+    messages: list,
+    input: analysisInput(list, new Set(optionalStrings(o['preserve'], 'options.preserve', ['system']))),
+    native: {
+      minChars,
+      skipPrefixes: optionalStrings(o['skipPrefixes'], 'options.skipPrefixes', SUMMARY_PREFIXES),
+      keepEarliest: keep === 'earliest',
+      recencyStart,
+      exact: optionalBoolean(o['exact'], 'options.exact', true),
+      fuzzyThreshold: fuzzy ? threshold : undefined,
+    },
+    recencyWindow,
+    recencyStart,
+    reference: referenceOf(o['reference']),
+  };
+}
+
+function apply<M extends Message>(p: Plan, result: NativeAnalysis): DedupeMessagesResult<M> {
+  const { exact, fuzzy } = annotations(result);
+  const out = p.messages.slice() as M[];
+  const verbatim: Record<string, M> = {};
+  const decisions: MessageDecision[] = [];
+  let keptInWindow = 0;
+  const replace = (a: Annotation, kind: 'exact' | 'fuzzy'): void => {
+    if (inRecencyWindow(a.index, p.recencyWindow, p.recencyStart)) {
+      keptInWindow++;
+      return;
+    }
+    const original = p.messages[a.index] as M;
+    const keepId = (p.messages[a.duplicateOfIndex] as Message).id;
+    const info: ReferenceInfo = { kind, id: original.id, keepId, chars: a.contentLength };
+    if (a.similarity !== undefined) info.similarity = a.similarity;
+    const tag = p.reference(info);
+    const marker: ReplacementMarker = { kind, duplicateOf: keepId };
+    if (a.similarity !== undefined) marker.similarity = a.similarity;
+    out[a.index] = { ...original, content: tag, metadata: { ...(original.metadata ?? {}), ctxdedup: marker } };
+    verbatim[original.id] = original;
+    const charsBefore = (original.content as string).length;
+    const decision: MessageDecision = {
+      index: a.index,
+      id: original.id,
+      kind,
+      duplicateOfIndex: a.duplicateOfIndex,
+      duplicateOfId: keepId,
+      charsBefore,
+      charsAfter: tag.length,
+      charsSaved: charsBefore - tag.length,
+    };
+    if (a.similarity !== undefined) decision.similarity = a.similarity;
+    decisions.push(decision);
+  };
+  exact.forEach((a) => replace(a, 'exact'));
+  fuzzy.forEach((a) => replace(a, 'fuzzy'));
+  decisions.sort((a, b) => a.index - b.index);
+
+  const charsBefore = p.input.contents.reduce((sum, c) => sum + c.length, 0);
+  const charsSaved = decisions.reduce((sum, d) => sum + d.charsSaved, 0);
+  return {
+    messages: out,
+    verbatim,
+    decisions,
+    stats: {
+      messages: p.messages.length,
+      exactDuplicates: decisions.filter((d) => d.kind === 'exact').length,
+      nearDuplicates: decisions.filter((d) => d.kind === 'fuzzy').length,
+      keptInWindow,
+      charsBefore,
+      charsAfter: charsBefore - charsSaved,
+      charsSaved,
+      tokensSaved: Math.round(charsSaved / CHARS_PER_TOKEN),
+    },
+  };
+}
+
+/**
+ * Replaces duplicate messages with short reference tags.
+ *
+ * @returns the rewritten conversation, the originals by id, one decision per replacement, totals.
+ * @throws TypeError if `messages` is not an array of objects with unique string ids, or an option
+ *   has the wrong type; RangeError if `threshold` is outside [0, 1] or NaN, or `recencyWindow` /
+ *   `minChars` is negative or not an integer.
+ * @example
+ * const { messages, verbatim } = dedupeMessages(conversation, { keep: 'earliest', fuzzy: true });
+ * restoreMessages(messages, verbatim); // deep-equals conversation
+ */
+export function dedupeMessages<M extends Message>(messages: readonly M[], options?: DedupeMessagesOptions): DedupeMessagesResult<M> {
+  const p = plan(messages, options);
+  return apply<M>(p, native.analyzeMessages(p.input.contents, p.input.blocked, new Uint8Array(0), p.native));
+}
+
+/**
+ * {@link dedupeMessages} with the analysis on a worker thread, so the event loop stays free.
+ * Contents are copied before the promise is returned; later changes to the input do not matter.
+ */
+export async function dedupeMessagesAsync<M extends Message>(
+  messages: readonly M[],
+  options?: DedupeMessagesOptions,
+): Promise<DedupeMessagesResult<M>> {
+  const p = plan(messages, options);
+  const result = await native.analyzeMessagesAsync(p.input.contents, p.input.blocked, new Uint8Array(0), p.native);
+  return apply<M>(p, result);
+}
+
+/**
+ * Puts the originals back: every message that carries a ctxdedup replacement marker and whose id
+ * is in `verbatim` is replaced by the original; everything else is returned as is.
+ *
+ * @throws TypeError if `messages` is not an array or `verbatim` is not an object.
+ */
+export function restoreMessages<M extends Message>(messages: readonly M[], verbatim: Record<string, M>): M[] {
+  expectArray(messages, 'messages');
+  expectObject(verbatim, 'verbatim');
+  return messages.map((m) => {
+    const marker = (m as Message | undefined)?.metadata?.['ctxdedup'];
+    if (marker === undefined || typeof m.id !== 'string' || !Object.hasOwn(verbatim, m.id)) return m;
+    return verbatim[m.id] as M;
+  });
+}
