@@ -21,7 +21,11 @@ pub fn group_exact<S: Utf16Source>(src: &S) -> Vec<u32> {
         match heads.get(&key) {
             Some(&head) => {
                 let h = head as usize;
-                let last = if tail[h] == u32::MAX { h } else { tail[h] as usize };
+                let last = if tail[h] == u32::MAX {
+                    h
+                } else {
+                    tail[h] as usize
+                };
                 next[last] = i as u32;
                 tail[h] = i as u32;
                 if last == h {

@@ -136,7 +136,13 @@ fn build_members<S: Utf16Source>(src: &S, participants: &[usize]) -> Vec<FuzzyMe
                 _ => bag.push((id, 1)),
             }
         }
-        members.push(FuzzyMember { index, raw_len, fingerprint, bag, lines });
+        members.push(FuzzyMember {
+            index,
+            raw_len,
+            fingerprint,
+            bag,
+            lines,
+        });
     }
     members
 }
@@ -171,7 +177,11 @@ fn probe_tokens(member: &FuzzyMember, threshold: f64, doc_freq: &[u32]) -> Vec<u
 
 /// Whether two members are linked in the match graph.
 fn linked(a: &FuzzyMember, b: &FuzzyMember, threshold: f64) -> bool {
-    let (lo, hi) = if a.lines < b.lines { (a.lines, b.lines) } else { (b.lines, a.lines) };
+    let (lo, hi) = if a.lines < b.lines {
+        (a.lines, b.lines)
+    } else {
+        (b.lines, a.lines)
+    };
     // Jaccard <= lo / hi, and f64 division is monotone, so this never drops a real match.
     (lo as f64 / hi as f64) >= threshold
         && ratio(a.raw_len, b.raw_len) >= LENGTH_RATIO
@@ -180,13 +190,21 @@ fn linked(a: &FuzzyMember, b: &FuzzyMember, threshold: f64) -> bool {
 }
 
 /// Connected components (size >= 2) of the match graph over `participants` (ascending indices).
-pub fn fuzzy_groups<S: Utf16Source>(src: &S, participants: &[usize], threshold: f64) -> Vec<FuzzyGroup> {
+pub fn fuzzy_groups<S: Utf16Source>(
+    src: &S,
+    participants: &[usize],
+    threshold: f64,
+) -> Vec<FuzzyGroup> {
     // NaN or > 1 can never be reached by a similarity in [0, 1].
-    if !(threshold <= 1.0) {
+    if threshold.is_nan() || threshold > 1.0 {
         return Vec::new();
     }
     let members = build_members(src, participants);
-    let max_line = members.iter().flat_map(|m| m.bag.iter().map(|&(l, _)| l + 1)).max().unwrap_or(0);
+    let max_line = members
+        .iter()
+        .flat_map(|m| m.bag.iter().map(|&(l, _)| l + 1))
+        .max()
+        .unwrap_or(0);
     let mut doc_freq = vec![0u32; max_line as usize];
     for m in &members {
         for &(line, _) in &m.bag {
@@ -200,7 +218,9 @@ pub fn fuzzy_groups<S: Utf16Source>(src: &S, participants: &[usize], threshold: 
     for i in 0..members.len() {
         let tokens = probe_tokens(&members[i], threshold, &doc_freq);
         for token in &tokens {
-            let Some(list) = postings.get(token) else { continue };
+            let Some(list) = postings.get(token) else {
+                continue;
+            };
             for &j in list {
                 let j = j as usize;
                 if seen[j] == i as u32 {
@@ -222,7 +242,10 @@ pub fn fuzzy_groups<S: Utf16Source>(src: &S, participants: &[usize], threshold: 
     uf.groups(2)
         .into_iter()
         .map(|g| FuzzyGroup {
-            members: g.into_iter().filter_map(|local| slots[local].take()).collect(),
+            members: g
+                .into_iter()
+                .filter_map(|local| slots[local].take())
+                .collect(),
         })
         .collect()
 }
@@ -269,7 +292,9 @@ mod tests {
 
     #[test]
     fn groups_near_copies() {
-        let base: Vec<String> = (0..20).map(|i| format!("line number {i} of the file")).collect();
+        let base: Vec<String> = (0..20)
+            .map(|i| format!("line number {i} of the file"))
+            .collect();
         let mut edited = base.clone();
         edited[10] = "an edited line".into();
         let other: Vec<String> = (0..20).map(|i| format!("unrelated {i}")).collect();

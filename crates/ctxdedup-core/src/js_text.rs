@@ -32,7 +32,10 @@ pub fn js_trim(units: &[u16]) -> &[u16] {
     match start {
         None => &[],
         Some(start) => {
-            let end = units.iter().rposition(|&u| !is_js_whitespace(u)).map_or(start, |e| e + 1);
+            let end = units
+                .iter()
+                .rposition(|&u| !is_js_whitespace(u))
+                .map_or(start, |e| e + 1);
             &units[start..end]
         }
     }
@@ -58,7 +61,9 @@ pub fn js_to_lower_case_into(units: &[u16], out: &mut Vec<u16>) {
     while i < units.len() {
         let u = units[i];
         let pair = (0xD800..0xDC00).contains(&u)
-            && units.get(i + 1).is_some_and(|n| (0xDC00..0xE000).contains(n));
+            && units
+                .get(i + 1)
+                .is_some_and(|n| (0xDC00..0xE000).contains(n));
         if pair {
             i += 2;
         } else if (0xD800..0xE000).contains(&u) {
@@ -106,8 +111,14 @@ mod tests {
     #[test]
     fn trim_matches_javascript() {
         assert_eq!(js_trim(&u("\u{FEFF} a b\u{00A0}")), u("a b").as_slice());
-        assert_eq!(js_trim(&u("\u{0085}a\u{0085}")), u("\u{0085}a\u{0085}").as_slice());
-        assert_eq!(js_trim(&u("\u{200B}a\u{180E}")), u("\u{200B}a\u{180E}").as_slice());
+        assert_eq!(
+            js_trim(&u("\u{0085}a\u{0085}")),
+            u("\u{0085}a\u{0085}").as_slice()
+        );
+        assert_eq!(
+            js_trim(&u("\u{200B}a\u{180E}")),
+            u("\u{200B}a\u{180E}").as_slice()
+        );
         assert_eq!(js_trim(&u("\u{2028}\u{3000}\r")), &[] as &[u16]);
         assert_eq!(js_trim(&[]), &[] as &[u16]);
     }

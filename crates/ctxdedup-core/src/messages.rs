@@ -79,8 +79,15 @@ pub struct Annotation {
 
 /// Exact pass over the `eligible` messages: groups of identical content; every member but the
 /// keep target is annotated. Groups come in order of their first member, members ascending.
-pub fn exact_duplicates<S: Utf16Source>(src: &S, eligible: &[usize], keep: KeepRule) -> Vec<Annotation> {
-    let view = Subset { inner: src, indices: eligible };
+pub fn exact_duplicates<S: Utf16Source>(
+    src: &S,
+    eligible: &[usize],
+    keep: KeepRule,
+) -> Vec<Annotation> {
+    let view = Subset {
+        inner: src,
+        indices: eligible,
+    };
     let reps = group_exact(&view);
     let mut groups: Vec<Vec<usize>> = Vec::new();
     let mut slot = vec![u32::MAX; eligible.len()];
@@ -103,12 +110,17 @@ pub fn exact_duplicates<S: Utf16Source>(src: &S, eligible: &[usize], keep: KeepR
     for members in groups {
         let target = keep.choose(&members);
         let length = src.len_of(target);
-        out.extend(members.iter().filter(|&&m| m != target).map(|&m| Annotation {
-            index: m,
-            duplicate_of: target,
-            content_length: length,
-            similarity: None,
-        }));
+        out.extend(
+            members
+                .iter()
+                .filter(|&&m| m != target)
+                .map(|&m| Annotation {
+                    index: m,
+                    duplicate_of: target,
+                    content_length: length,
+                    similarity: None,
+                }),
+        );
     }
     out
 }
@@ -173,7 +185,8 @@ pub fn analyze<S: Utf16Source>(
             for a in &exact {
                 annotated[a.index] = true;
             }
-            let participants: Vec<usize> = eligible.into_iter().filter(|&i| !annotated[i]).collect();
+            let participants: Vec<usize> =
+                eligible.into_iter().filter(|&i| !annotated[i]).collect();
             fuzzy_duplicates(src, &participants, threshold, options.keep)
         }
         None => Vec::new(),
@@ -200,14 +213,21 @@ mod tests {
         let long = "x".repeat(200);
         let short = "y".repeat(199);
         let summary = format!("[summary:{long}");
-        let arena = Utf16Arena::from_strs(&[&long, &short, &long, &short, &summary, &summary, &long]);
+        let arena =
+            Utf16Arena::from_strs(&[&long, &short, &long, &short, &summary, &summary, &long]);
         let eligibility = Eligibility::cce();
-        let eligible = eligibility.eligible(&arena, &[false, false, false, false, false, false, true]);
+        let eligible =
+            eligibility.eligible(&arena, &[false, false, false, false, false, false, true]);
         assert_eq!(eligible, vec![0, 2]);
         let out = exact_duplicates(&arena, &eligible, KeepRule::Latest { recency_start: 7 });
         assert_eq!(
             out,
-            vec![Annotation { index: 0, duplicate_of: 2, content_length: 200, similarity: None }]
+            vec![Annotation {
+                index: 0,
+                duplicate_of: 2,
+                content_length: 200,
+                similarity: None
+            }]
         );
     }
 }

@@ -43,7 +43,10 @@ mod tests {
         let zeros = Utf16Arena::from_strs(&["z", "z"]);
         assert_eq!(survivors(&zeros, &[0.0, -0.0]), vec![0, 0]);
         assert_eq!(survivors(&zeros, &[-0.0, 0.0]), vec![0, 0]);
-        assert_eq!(survivors(&zeros, &[f64::NEG_INFINITY, f64::INFINITY]), vec![1, 1]);
+        assert_eq!(
+            survivors(&zeros, &[f64::NEG_INFINITY, f64::INFINITY]),
+            vec![1, 1]
+        );
     }
 
     proptest! {

@@ -32,10 +32,16 @@ pub fn group_exact(contents: JsStrings) -> Uint32Array {
 }
 
 /// For each scored item, the index of its group's survivor.
-#[napi(catch_unwind, ts_args_type = "contents: string[], scores: Float64Array")]
+#[napi(
+    catch_unwind,
+    ts_args_type = "contents: string[], scores: Float64Array"
+)]
 pub fn scored_survivors(contents: JsStrings, scores: &[f64]) -> Result<Uint32Array> {
     if scores.len() != contents.count() {
-        return Err(Error::new(Status::InvalidArg, "one score per content is required"));
+        return Err(Error::new(
+            Status::InvalidArg,
+            "one score per content is required",
+        ));
     }
     Ok(Uint32Array::new(scored::survivors(&contents, scores)))
 }
@@ -67,12 +73,18 @@ fn core_options(options: &NativeAnalyzeOptions) -> AnalyzeOptions {
     AnalyzeOptions {
         eligibility: Eligibility {
             min_chars: options.min_chars as usize,
-            skip_prefixes: options.skip_prefixes.iter().map(|p| p.encode_utf16().collect()).collect(),
+            skip_prefixes: options
+                .skip_prefixes
+                .iter()
+                .map(|p| p.encode_utf16().collect())
+                .collect(),
         },
         keep: if options.keep_earliest {
             KeepRule::Earliest
         } else {
-            KeepRule::Latest { recency_start: options.recency_start as usize }
+            KeepRule::Latest {
+                recency_start: options.recency_start as usize,
+            }
         },
         exact: options.exact,
         fuzzy_threshold: options.fuzzy_threshold,
@@ -89,7 +101,12 @@ pub struct AnalysisVecs {
     fuzzy: Vec<Annotation>,
 }
 
-fn run_analysis<S: Utf16Source>(src: &S, blocked: &[bool], excluded: &[bool], options: &AnalyzeOptions) -> AnalysisVecs {
+fn run_analysis<S: Utf16Source>(
+    src: &S,
+    blocked: &[bool],
+    excluded: &[bool],
+    options: &AnalyzeOptions,
+) -> AnalysisVecs {
     let (exact, fuzzy) = analyze(src, blocked, excluded, options);
     AnalysisVecs { exact, fuzzy }
 }
@@ -105,7 +122,13 @@ fn to_js(result: AnalysisVecs) -> NativeAnalysis {
         fuzzy_index: column(&result.fuzzy, |a| a.index),
         fuzzy_of: column(&result.fuzzy, |a| a.duplicate_of),
         fuzzy_length: column(&result.fuzzy, |a| a.content_length),
-        fuzzy_similarity: Float64Array::new(result.fuzzy.iter().map(|a| a.similarity.unwrap_or(f64::NAN)).collect()),
+        fuzzy_similarity: Float64Array::new(
+            result
+                .fuzzy
+                .iter()
+                .map(|a| a.similarity.unwrap_or(f64::NAN))
+                .collect(),
+        ),
     }
 }
 
@@ -120,7 +143,12 @@ pub fn analyze_messages(
     fuzzy_excluded: &[u8],
     options: NativeAnalyzeOptions,
 ) -> NativeAnalysis {
-    to_js(run_analysis(&contents, &flags(blocked), &flags(fuzzy_excluded), &core_options(&options)))
+    to_js(run_analysis(
+        &contents,
+        &flags(blocked),
+        &flags(fuzzy_excluded),
+        &core_options(&options),
+    ))
 }
 
 /// The analysis of [`analyze_messages`] on a libuv worker thread.
@@ -139,7 +167,12 @@ impl Task for AnalyzeTask {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             run_analysis(&self.contents, &self.blocked, &self.excluded, &self.options)
         }))
-        .map_err(|_| Error::new(Status::GenericFailure, "ctxdedup: internal error (panic) during analysis"))
+        .map_err(|_| {
+            Error::new(
+                Status::GenericFailure,
+                "ctxdedup: internal error (panic) during analysis",
+            )
+        })
     }
 
     fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {

@@ -23,9 +23,19 @@ impl JsStrings {
         // SAFETY: `values[index]` is a string handle of the current call scope; the buffer has
         // room for `len` units plus the terminator napi writes.
         let status = unsafe {
-            sys::napi_get_value_string_utf16(self.env, self.values[index], buffer.as_mut_ptr(), len + 1, &mut copied)
+            sys::napi_get_value_string_utf16(
+                self.env,
+                self.values[index],
+                buffer.as_mut_ptr(),
+                len + 1,
+                &mut copied,
+            )
         };
-        assert_eq!(status, sys::Status::napi_ok, "reading string {index} failed");
+        assert_eq!(
+            status,
+            sys::Status::napi_ok,
+            "reading string {index} failed"
+        );
         buffer.truncate(copied);
         buffer
     }
@@ -76,7 +86,10 @@ impl FromNapiValue for JsStrings {
         let mut is_array = false;
         check_status!(sys::napi_is_array(env, array, &mut is_array))?;
         if !is_array {
-            return Err(Error::new(Status::InvalidArg, "contents must be an array of strings"));
+            return Err(Error::new(
+                Status::InvalidArg,
+                "contents must be an array of strings",
+            ));
         }
         let mut len = 0u32;
         check_status!(sys::napi_get_array_length(env, array, &mut len))?;
@@ -86,13 +99,22 @@ impl FromNapiValue for JsStrings {
             let mut value = ptr::null_mut();
             check_status!(sys::napi_get_element(env, array, i, &mut value))?;
             let mut units = 0usize;
-            let status = sys::napi_get_value_string_utf16(env, value, ptr::null_mut(), 0, &mut units);
+            let status =
+                sys::napi_get_value_string_utf16(env, value, ptr::null_mut(), 0, &mut units);
             if status != sys::Status::napi_ok {
-                return Err(Error::new(Status::StringExpected, format!("contents[{i}] is not a string")));
+                return Err(Error::new(
+                    Status::StringExpected,
+                    format!("contents[{i}] is not a string"),
+                ));
             }
             values.push(value);
             lengths.push(units);
         }
-        Ok(Self { env, values, lengths, buffer: RefCell::new(Vec::new()) })
+        Ok(Self {
+            env,
+            values,
+            lengths,
+            buffer: RefCell::new(Vec::new()),
+        })
     }
 }
