@@ -51,16 +51,15 @@ export interface NativeBinding {
   panicForTest(): void;
 }
 
-/** The napi platform id of this process, e.g. `linux-x64-gnu`. */
-function platformId(): string {
+/**
+ * napi platform ids this process can load, most likely first, e.g. `linux-x64-gnu`. On Linux
+ * both libc flavours are candidates; a binary for the wrong one fails to load and the next is tried.
+ */
+function platformIds(): string[] {
   const { platform, arch } = process;
-  if (platform === 'linux') {
-    const report = process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined;
-    const glibc = report?.header?.glibcVersionRuntime !== undefined || existsSync('/lib/ld-linux-x86-64.so.2');
-    return `linux-${arch}-${glibc ? 'gnu' : 'musl'}`;
-  }
-  if (platform === 'win32') return `win32-${arch}-msvc`;
-  return `${platform}-${arch}`;
+  if (platform === 'linux') return [`linux-${arch}-gnu`, `linux-${arch}-musl`];
+  if (platform === 'win32') return [`win32-${arch}-msvc`];
+  return [`${platform}-${arch}`];
 }
 
 function packageRoot(): string {
@@ -78,12 +77,13 @@ function packageRoot(): string {
 
 function load(): NativeBinding {
   const require = createRequire(import.meta.url);
-  const id = platformId();
+  const ids = platformIds();
+  const root = packageRoot();
   const override = process.env['CTXDEDUP_NATIVE_PATH'];
   const candidates = [
     ...(override ? [override] : []),
-    join(packageRoot(), 'npm', id, `ctxdedup.${id}.node`),
-    `ctxdedup-${id}`,
+    ...ids.map((id) => join(root, 'npm', id, `ctxdedup.${id}.node`)).filter((path) => existsSync(path)),
+    ...ids.map((id) => `ctxdedup-${id}`),
   ];
   const failures: string[] = [];
   for (const candidate of candidates) {
@@ -94,7 +94,7 @@ function load(): NativeBinding {
     }
   }
   throw new Error(
-    `ctxdedup: no native addon for ${id}. Build it with \`npm run build:native\` (needs Rust).\n` +
+    `ctxdedup: no native addon for ${ids.join(' / ')}. Build it with \`npm run build:native\` (needs Rust).\n` +
       failures.map((f) => `  tried ${f}`).join('\n'),
   );
 }
