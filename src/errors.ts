@@ -60,12 +60,22 @@ export function optionalNumber(
   return value;
 }
 
+/**
+ * Stores `value` under `key` as an own, enumerable property, even for keys such as `__proto__`
+ * that plain assignment would treat specially.
+ */
+export function setOwn<V>(record: Record<string, V>, key: string, value: V): void {
+  Object.defineProperty(record, key, { value, enumerable: true, writable: true, configurable: true });
+}
+
 /** An array of strings, or the default when absent. */
 export function optionalStrings(value: unknown, path: string, fallback: readonly string[]): string[] {
   if (value === undefined) return [...fallback];
   expectArray(value, path);
-  value.forEach((v, i) => {
+  // An indexed loop, not forEach: holes in sparse arrays must be reported too.
+  for (let i = 0; i < value.length; i++) {
+    const v: unknown = value[i];
     if (typeof v !== 'string') typeError(`${path}[${i}]`, `must be a string, got ${describe(v)}`);
-  });
+  }
   return value as string[];
 }

@@ -34,8 +34,9 @@ export function sha256(content: string | Uint8Array): string {
  */
 export function groupExact(contents: readonly string[]): Uint32Array {
   if (!Array.isArray(contents)) typeError('contents', `must be an array, got ${describe(contents)}`);
-  contents.forEach((c, i) => {
+  for (let i = 0; i < contents.length; i++) {
+    const c: unknown = contents[i];
     if (typeof c !== 'string') typeError(`contents[${i}]`, `must be a string, got ${describe(c)}`);
-  });
+  }
   return native.groupExact(contents as string[]);
 }

@@ -6,11 +6,13 @@
  * may be numbers) and are synchronous like CCE's. Rules: `shared/golden/cce/README.md`.
  * @module
  */
+import { setOwn } from '../errors.js';
 import { native } from '../native.js';
 import {
   analysisInput,
   annotations,
   inRecencyWindow,
+  utf16,
   recencyStartOf,
   SUMMARY_PREFIXES,
   type Annotation,
@@ -123,7 +125,7 @@ function run(
   return annotations(
     native.analyzeMessages(input.contents, input.blocked, excluded, {
       minChars: CCE_MIN_CHARS,
-      skipPrefixes: [...SUMMARY_PREFIXES],
+      skipPrefixes: utf16(SUMMARY_PREFIXES),
       keepEarliest: false,
       recencyStart: clampRecencyStart(recencyStart, messages.length),
       exact: passes.exact,
@@ -218,7 +220,7 @@ export function dedupe<M extends CceMessage>(messages: readonly M[], options: Cc
       content: tag,
       metadata: { ...(original.metadata ?? {}), _cce_original: provenance(original, sourceVersion) },
     };
-    verbatim[String(original.id)] = original;
+    setOwn(verbatim, String(original.id), original);
     if (isFuzzy) stats.messages_fuzzy_deduped++;
     else stats.messages_deduped++;
     decisions.push({

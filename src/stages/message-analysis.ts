@@ -79,6 +79,15 @@ export function annotations(result: NativeAnalysis): { exact: Annotation[]; fuzz
   return { exact, fuzzy };
 }
 
+/** Code units of each string, so prefixes reach Rust losslessly (lone surrogates included). @internal */
+export function utf16(strings: readonly string[]): Uint16Array[] {
+  return strings.map((s) => {
+    const units = new Uint16Array(s.length);
+    for (let i = 0; i < s.length; i++) units[i] = s.charCodeAt(i);
+    return units;
+  });
+}
+
 /** The summary/truncation markers context-compression-engine never deduplicates. */
 export const SUMMARY_PREFIXES: readonly string[] = ['[summary:', '[summary#', '[truncated'];
 

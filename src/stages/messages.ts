@@ -7,11 +7,22 @@
  * and the originals go to a verbatim map so {@link restoreMessages} gives the input back.
  * @module
  */
-import { describe, expectArray, expectObject, expectOptions, optionalBoolean, optionalNumber, optionalStrings, typeError } from '../errors.js';
+import {
+  describe,
+  expectArray,
+  expectObject,
+  expectOptions,
+  optionalBoolean,
+  optionalNumber,
+  optionalStrings,
+  setOwn,
+  typeError,
+} from '../errors.js';
 import { native, type NativeAnalysis } from '../native.js';
 import {
   analysisInput,
   annotations,
+  utf16,
   inRecencyWindow,
   recencyStartOf,
   SUMMARY_PREFIXES,
@@ -169,27 +180,29 @@ function plan(messages: unknown, options: DedupeMessagesOptions | undefined): Pl
   expectOptions(options);
   const o = (options ?? {}) as Record<string, unknown>;
   const seen = new Set<string>();
-  messages.forEach((m, i) => {
+  for (let i = 0; i < messages.length; i++) {
+    const m: unknown = messages[i];
     expectObject(m, `messages[${i}]`);
     const id = m['id'];
     if (typeof id !== 'string') typeError(`messages[${i}].id`, `must be a string (it keys the verbatim map), got ${describe(id)}`);
     if (seen.has(id)) typeError(`messages[${i}].id`, `duplicates an earlier id: ${JSON.stringify(id)}`);
     seen.add(id);
-  });
+  }
   const keep = o['keep'] ?? 'latest';
   if (keep !== 'latest' && keep !== 'earliest') typeError('options.keep', `must be 'latest' or 'earliest', got ${String(keep)}`);
   const recencyWindow = optionalNumber(o['recencyWindow'], 'options.recencyWindow', 0, { min: 0, integer: true });
   const minChars = optionalNumber(o['minChars'], 'options.minChars', 200, { min: 0, max: 2 ** 32 - 1, integer: true });
   const threshold = optionalNumber(o['threshold'], 'options.threshold', 0.85, { min: 0, max: 1 });
   const fuzzy = optionalBoolean(o['fuzzy'], 'options.fuzzy', false);
-  const list = messages as Message[];
+  // A snapshot: the async variant must not see changes the caller makes while it runs.
+  const list = (messages as Message[]).slice();
   const recencyStart = recencyStartOf(list.length, recencyWindow);
   return {
     messages: list,
     input: analysisInput(list, new Set(optionalStrings(o['preserve'], 'options.preserve', ['system']))),
     native: {
       minChars,
-      skipPrefixes: optionalStrings(o['skipPrefixes'], 'options.skipPrefixes', SUMMARY_PREFIXES),
+      skipPrefixes: utf16(optionalStrings(o['skipPrefixes'], 'options.skipPrefixes', SUMMARY_PREFIXES)),
       keepEarliest: keep === 'earliest',
       recencyStart,
       exact: optionalBoolean(o['exact'], 'options.exact', true),
@@ -220,8 +233,8 @@ function apply<M extends Message>(p: Plan, result: NativeAnalysis): DedupeMessag
     const marker: ReplacementMarker = { kind, duplicateOf: keepId };
     if (a.similarity !== undefined) marker.similarity = a.similarity;
     out[a.index] = { ...original, content: tag, metadata: { ...(original.metadata ?? {}), ctxdedup: marker } };
-    verbatim[original.id] = original;
-    const charsBefore = (original.content as string).length;
+    setOwn(verbatim, original.id, original);
+    const charsBefore = (p.input.contents[a.index] as string).length;
     const decision: MessageDecision = {
       index: a.index,
       id: original.id,
