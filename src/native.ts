@@ -12,7 +12,8 @@ import { fileURLToPath } from 'node:url';
 /** Options of the native message analysis (validated by the caller). @internal */
 export interface NativeAnalyzeOptions {
   minChars: number;
-  skipPrefixes: string[];
+  /** UTF-16 code units of each prefix. */
+  skipPrefixes: Uint16Array[];
   keepEarliest: boolean;
   recencyStart: number;
   exact: boolean;

@@ -50,7 +50,8 @@ pub fn scored_survivors(contents: JsStrings, scores: &[f64]) -> Result<Uint32Arr
 #[napi(object)]
 pub struct NativeAnalyzeOptions {
     pub min_chars: u32,
-    pub skip_prefixes: Vec<String>,
+    /// UTF-16 code units of each prefix (lossless, unlike `String`).
+    pub skip_prefixes: Vec<Uint16Array>,
     pub keep_earliest: bool,
     pub recency_start: u32,
     pub exact: bool,
@@ -73,11 +74,7 @@ fn core_options(options: &NativeAnalyzeOptions) -> AnalyzeOptions {
     AnalyzeOptions {
         eligibility: Eligibility {
             min_chars: options.min_chars as usize,
-            skip_prefixes: options
-                .skip_prefixes
-                .iter()
-                .map(|p| p.encode_utf16().collect())
-                .collect(),
+            skip_prefixes: options.skip_prefixes.iter().map(|p| p.to_vec()).collect(),
         },
         keep: if options.keep_earliest {
             KeepRule::Earliest
