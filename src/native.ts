@@ -31,6 +31,22 @@ export interface NativeAnalysis {
   fuzzySimilarity: Float64Array;
 }
 
+/** Findings paragraphs as parallel columns. @internal */
+export interface NativeFindings {
+  text: Uint32Array;
+  start: Uint32Array;
+  end: Uint32Array;
+  first: Uint32Array;
+}
+
+/** Batch identity for the ingestion index. @internal */
+export interface NativeIngestBatch {
+  /** 64 lowercase hex characters (SHA-256 of the UTF-8 bytes) per content, in batch order. */
+  sha256: string;
+  /** For each content, the index of the first content of the batch with the same digest. */
+  first: Uint32Array;
+}
+
 /** The addon's exports. @internal */
 export interface NativeBinding {
   sha256Bytes(data: Uint8Array): string;
@@ -50,6 +66,13 @@ export interface NativeBinding {
     options: NativeAnalyzeOptions,
   ): Promise<NativeAnalysis>;
   panicForTest(): void;
+  ingestHashBatch(contents: string[]): NativeIngestBatch;
+  ingestHashBatchAsync(contents: string[]): Promise<NativeIngestBatch>;
+  /** 64 lowercase hex characters per content longer than `minBytes`, in batch order. */
+  resourceChecksums(contents: (string | Uint8Array)[], byteLengths: Float64Array, minBytes: number): string;
+  dedupeFindings(texts: string[], minKeyUnits: number): NativeFindings;
+  paragraphKeys(paragraphs: string[]): string[];
+  findingsNormalizationVersion(): number;
 }
 
 /**

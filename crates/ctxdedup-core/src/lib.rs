@@ -5,9 +5,12 @@
 //! equality, lone surrogates included (see `DESIGN.md`, "Identity is the contract").
 
 pub mod exact;
+pub mod findings;
 pub mod fuzzy;
+pub mod ingest;
 pub mod js_text;
 pub mod messages;
+pub mod resources;
 pub mod scored;
 pub mod sha;
 pub mod source;

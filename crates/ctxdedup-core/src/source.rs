@@ -48,6 +48,24 @@ impl Utf16Arena {
         arena
     }
 
+    /// An empty arena with room for `units` code units in `count` contents.
+    pub fn with_capacity(units: usize, count: usize) -> Self {
+        Self {
+            units: Vec::with_capacity(units),
+            ends: Vec::with_capacity(count),
+        }
+    }
+
+    /// Appends one content written in place by `fill`, which gets room for `max_len` units and
+    /// returns how many it wrote (saves a copy when the units come from elsewhere).
+    pub fn push_with(&mut self, max_len: usize, fill: impl FnOnce(&mut [u16]) -> usize) {
+        let start = self.units.len();
+        self.units.resize(start + max_len, 0);
+        let written = fill(&mut self.units[start..]).min(max_len);
+        self.units.truncate(start + written);
+        self.ends.push(self.units.len());
+    }
+
     /// Appends one content.
     pub fn push(&mut self, units: &[u16]) {
         self.units.extend_from_slice(units);

@@ -4,6 +4,8 @@
 //! code units (`napi_get_value_string_utf16`), which is lossless for lone surrogates, unlike
 //! Node-API's UTF-8 conversion.
 
+mod ingest;
+mod research;
 mod strings;
 
 use ctxdedup_core::messages::{analyze, AnalyzeOptions, Annotation, Eligibility, KeepRule};

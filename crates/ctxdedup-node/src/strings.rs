@@ -40,11 +40,29 @@ impl JsStrings {
         buffer
     }
 
-    /// Copies every string into an owned arena (for work off the JS thread).
+    /// Copies every string into an owned arena (for work off the JS thread), each written by
+    /// V8 straight into its place.
     pub fn to_arena(&self) -> Utf16Arena {
-        let mut arena = Utf16Arena::new();
-        for i in 0..self.values.len() {
-            self.with_units(i, |units| arena.push(units));
+        let total: usize = self.lengths.iter().sum();
+        // One spare unit for the terminator napi writes after the last content.
+        let mut arena = Utf16Arena::with_capacity(total + 1, self.values.len());
+        for (i, &len) in self.lengths.iter().enumerate() {
+            arena.push_with(len + 1, |room| {
+                let mut copied = 0usize;
+                // SAFETY: `values[i]` is a string handle of the current call scope; `room` holds
+                // `len + 1` units, enough for the string and napi's terminator.
+                let status = unsafe {
+                    sys::napi_get_value_string_utf16(
+                        self.env,
+                        self.values[i],
+                        room.as_mut_ptr(),
+                        room.len(),
+                        &mut copied,
+                    )
+                };
+                assert_eq!(status, sys::Status::napi_ok, "reading string {i} failed");
+                copied
+            });
         }
         arena
     }

@@ -1,0 +1,11 @@
+import { transcript } from './corpus.js';
+import { native } from '../src/native.js';
+import { analysisInput } from '../src/stages/message-analysis.js';
+const n = 100000;
+const msgs = transcript(n, 42);
+const input = analysisInput(msgs, new Set<unknown>(['system']));
+const base = { minChars: 200, skipPrefixes: ['[summary:', '[summary#', '[truncated'], keepEarliest: false, recencyStart: n };
+const ex = new Uint8Array(n);
+const t = performance.now();
+for (let r = 0; r < 3; r++) native.analyzeMessages(input.contents, input.blocked, ex, { ...base, exact: false, fuzzyThreshold: 0.85 });
+console.log('fuzzy x3', performance.now() - t);

@@ -1,0 +1,13 @@
+import { readFileSync } from 'node:fs';
+import { refAnalyzeDuplicates, refAnalyzeFuzzyDuplicates } from './reference/cce.js';
+import { analyzeDuplicates, analyzeFuzzyDuplicates } from '../src/compat/cce.js';
+const msgs = JSON.parse(readFileSync('/tmp/t100k.json', 'utf8'));
+const n = msgs.length; const pres = new Set(['system']);
+const time = <T>(label: string, f: () => T): T => { const t = performance.now(); const r = f(); console.log(label, (performance.now() - t).toFixed(1), 'ms'); return r; };
+const rx = time('ref exact', () => refAnalyzeDuplicates(msgs, n, pres));
+const nx = time('nat exact', () => analyzeDuplicates(msgs, n, pres));
+const rf = time('ref fuzzy', () => refAnalyzeFuzzyDuplicates(msgs, n, pres, rx, 0.85));
+const nf = time('nat fuzzy', () => analyzeFuzzyDuplicates(msgs, n, pres, nx, 0.85));
+time('ref fuzzy', () => refAnalyzeFuzzyDuplicates(msgs, n, pres, rx, 0.85));
+time('nat fuzzy', () => analyzeFuzzyDuplicates(msgs, n, pres, nx, 0.85));
+console.log(rf.size, nf.size);

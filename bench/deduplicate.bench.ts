@@ -1,0 +1,93 @@
+/**
+ * Issue 2: `deduplicate()` (Stage 3, byte-exact dedup of scored items) against a plain `Map`
+ * baseline, measured in the same run.
+ *
+ * - "warm" rows are benny ops/s on one corpus called repeatedly. From the second call on, V8 has
+ *   cached every string's hash, which the `Map` baseline profits from and native code cannot.
+ * - "cold" rows are the median of single calls on freshly JSON-parsed copies: what a server
+ *   pays for a request it has just parsed.
+ * - The long-string cases (equal length, differing late) show scaling: time per item at 1k vs 2k.
+ * @module
+ */
+import { deduplicate } from '../src/index.js';
+import { longScoredCorpus, scoredCorpus, type ScoredEntry } from './corpus.js';
+import {
+  assertSameItems,
+  coldMs,
+  DEFAULT_OPTIONS,
+  formatNumber,
+  get,
+  HEAVY_OPTIONS,
+  measure,
+  megaChars,
+  msRow,
+  opsRow,
+  type BenchRow,
+  type CaseOptions,
+} from './harness.js';
+import { deduplicateBaseline } from './reference/stage3.js';
+
+const SUITE = 'deduplicate';
+
+interface Corpus {
+  name: string;
+  items: ScoredEntry[];
+  options: CaseOptions;
+  /** Fresh-input runs for the cold median. */
+  coldRuns: number;
+}
+
+function clone(items: readonly ScoredEntry[]): ScoredEntry[] {
+  return JSON.parse(JSON.stringify(items)) as ScoredEntry[];
+}
+
+async function measureCorpus(c: Corpus): Promise<BenchRow[]> {
+  const mc = megaChars(c.items.map((e) => e.item.content));
+  // Same survivors, same objects, or the comparison means nothing.
+  assertSameItems(c.name, deduplicate(c.items), deduplicateBaseline(c.items));
+  const results = await measure(`${SUITE}: ${c.name}`, [
+    ['native', () => deduplicate(c.items)],
+    ['baseline', () => deduplicateBaseline(c.items)],
+  ], c.options);
+  const native = get(results, 'native');
+  const rows: BenchRow[] = [opsRow(SUITE, `${c.name}, warm`, native, get(results, 'baseline'), mc, `${formatNumber(mc)} M chars`)];
+  if (c.coldRuns > 0) {
+    const nativeCold = coldMs(() => clone(c.items), (items) => deduplicate(items), c.coldRuns);
+    const baselineCold = coldMs(() => clone(c.items), (items) => deduplicateBaseline(items), c.coldRuns);
+    rows.push(msRow(SUITE, `${c.name}, cold`, nativeCold, baselineCold, mc, `median of ${c.coldRuns} fresh inputs`));
+  }
+  return rows;
+}
+
+/** Runs the deduplicate suite; see the module comment. */
+export async function run(): Promise<BenchRow[]> {
+  const rows: BenchRow[] = [];
+  const random: Array<[string, number, CaseOptions, number]> = [
+    ['100 items x 1-4 KB, 30% dup', 100, DEFAULT_OPTIONS, 200],
+    ['10k items x 1-4 KB, 30% dup', 10_000, DEFAULT_OPTIONS, 9],
+    ['100k items x 1-4 KB, 30% dup', 100_000, HEAVY_OPTIONS, 3],
+  ];
+  for (const [name, count, options, coldRuns] of random) {
+    const items = scoredCorpus({ count, minChars: 1024, maxChars: 4096, duplicateRate: 0.3, seed: 1 });
+    rows.push(...(await measureCorpus({ name, items, options, coldRuns })));
+  }
+
+  // Equal-length long strings: time per item should stay flat from 1k to 2k items.
+  const perItem: Array<{ native: number; baseline: number }> = [];
+  for (const count of [1_000, 2_000]) {
+    const items = longScoredCorpus(count, 20_000, 2);
+    const name = `${count / 1000}k distinct items x 20,000 chars (equal length)`;
+    const r = await measureCorpus({ name, items, options: HEAVY_OPTIONS, coldRuns: 0 });
+    const row = r[0] as BenchRow;
+    const us = { native: 1e6 / row.native / count, baseline: 1e6 / (row.baseline as number) / count };
+    perItem.push(us);
+    row.note = `${row.note ?? ''}; µs/item: native ${formatNumber(us.native)}, baseline ${formatNumber(us.baseline)}`;
+    rows.push(...r);
+  }
+  const [at1k, at2k] = perItem as [{ native: number; baseline: number }, { native: number; baseline: number }];
+  const last = rows[rows.length - 1] as BenchRow;
+  last.note +=
+    `; µs/item 2k ÷ 1k: native ${formatNumber(at2k.native / at1k.native)}, ` +
+    `baseline ${formatNumber(at2k.baseline / at1k.baseline)} (1 = linear, 2 = quadratic)`;
+  return rows;
+}

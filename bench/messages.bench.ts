@@ -1,0 +1,115 @@
+/**
+ * Issue 3: message dedup (exact, and exact + fuzzy at threshold 0.85) on synthetic agent
+ * transcripts of 1k, 10k and 100k messages, against the pure-JS CCE reference
+ * (bench/reference/cce.ts, checked against the golden vectors), measured in the same run.
+ *
+ * Native is measured twice: through `ctxdedup/cce` (`analyzeDuplicates`, then
+ * `analyzeFuzzyDuplicates`, exactly the calls and outputs of the reference, so the ratio compares
+ * equal work) and through `dedupeMessages()` (one native call, plus building the rewritten
+ * conversation, decisions and stats; more work than the reference does).
+ * @module
+ */
+import { analyzeDuplicates, analyzeFuzzyDuplicates } from '../src/compat/cce.js';
+import { dedupeMessages, dedupeMessagesAsync } from '../src/index.js';
+import { transcript, type TranscriptMessage } from './corpus.js';
+import {
+  assertSameAnnotations,
+  coldMs,
+  DEFAULT_OPTIONS,
+  formatNumber,
+  get,
+  HEAVY_OPTIONS,
+  measure,
+  megaChars,
+  msRow,
+  opsRow,
+  type BenchRow,
+} from './harness.js';
+import { refAnalyzeDuplicates, refAnalyzeFuzzyDuplicates } from './reference/cce.js';
+
+const SUITE = 'messages';
+const THRESHOLD = 0.85;
+const PRESERVE: ReadonlySet<string> = new Set(['system']);
+
+/** CCE's exact + fuzzy sequence through the native compat layer. */
+function nativePair(messages: readonly TranscriptMessage[]): number {
+  const n = messages.length;
+  const exact = analyzeDuplicates(messages, n, PRESERVE);
+  return exact.size + analyzeFuzzyDuplicates(messages, n, PRESERVE, exact, THRESHOLD).size;
+}
+
+/** The same sequence through the pure-JS reference. */
+function referencePair(messages: readonly TranscriptMessage[]): number {
+  const n = messages.length;
+  const exact = refAnalyzeDuplicates(messages, n, PRESERVE);
+  return exact.size + refAnalyzeFuzzyDuplicates(messages, n, PRESERVE, exact, THRESHOLD).size;
+}
+
+/** Fails the run if native and reference annotate differently: unequal work is no benchmark. */
+function verify(label: string, messages: readonly TranscriptMessage[]): string {
+  const n = messages.length;
+  const exact = analyzeDuplicates(messages, n, PRESERVE);
+  const refExact = refAnalyzeDuplicates(messages, n, PRESERVE);
+  assertSameAnnotations(`${label} exact`, exact, refExact);
+  const fuzzy = analyzeFuzzyDuplicates(messages, n, PRESERVE, exact, THRESHOLD);
+  assertSameAnnotations(`${label} fuzzy`, fuzzy, refAnalyzeFuzzyDuplicates(messages, n, PRESERVE, refExact, THRESHOLD));
+  return `${exact.size} exact + ${fuzzy.size} near duplicates`;
+}
+
+function clone(messages: readonly TranscriptMessage[]): TranscriptMessage[] {
+  return JSON.parse(JSON.stringify(messages)) as TranscriptMessage[];
+}
+
+async function runSize(count: number): Promise<BenchRow[]> {
+  const label = `${count / 1000}k msgs`;
+  const messages = transcript(count, 42);
+  const mc = megaChars(messages.map((m) => m.content));
+  const found = verify(label, messages);
+  const n = messages.length;
+  const rows: BenchRow[] = [];
+
+  const exact = await measure(`${SUITE}: ${label} exact`, [
+    ['cce analyzeDuplicates', () => analyzeDuplicates(messages, n, PRESERVE)],
+    ['dedupeMessages fuzzy:false', () => dedupeMessages(messages, { fuzzy: false })],
+    ['reference', () => refAnalyzeDuplicates(messages, n, PRESERVE)],
+  ], DEFAULT_OPTIONS);
+  const refExact = get(exact, 'reference');
+  rows.push(opsRow(SUITE, `${label} exact: cce analyzeDuplicates, warm`, get(exact, 'cce analyzeDuplicates'), refExact, mc, `${formatNumber(mc)} M chars`));
+  rows.push(opsRow(SUITE, `${label} exact: dedupeMessages, warm`, get(exact, 'dedupeMessages fuzzy:false'), refExact, mc));
+  // The reference's Map hashes each content once per fresh string; repeated calls hide that.
+  const runs = count >= 100_000 ? 3 : 7;
+  rows.push(
+    msRow(
+      SUITE,
+      `${label} exact: cce analyzeDuplicates, cold`,
+      coldMs(() => clone(messages), (m) => analyzeDuplicates(m, n, PRESERVE), runs),
+      coldMs(() => clone(messages), (m) => refAnalyzeDuplicates(m, n, PRESERVE), runs),
+      mc,
+      `median of ${runs} fresh inputs`,
+    ),
+  );
+
+  const fuzzyCases: Array<[string, () => unknown]> = [
+    ['cce exact+fuzzy', () => nativePair(messages)],
+    ['dedupeMessages fuzzy:true', () => dedupeMessages(messages, { fuzzy: true, threshold: THRESHOLD })],
+    ['reference', () => referencePair(messages)],
+  ];
+  if (count === 10_000) {
+    fuzzyCases.splice(2, 0, ['dedupeMessagesAsync fuzzy:true', () => dedupeMessagesAsync(messages, { fuzzy: true, threshold: THRESHOLD })]);
+  }
+  const fuzzy = await measure(`${SUITE}: ${label} exact+fuzzy`, fuzzyCases, count >= 100_000 ? HEAVY_OPTIONS : DEFAULT_OPTIONS);
+  const refFuzzy = get(fuzzy, 'reference');
+  rows.push(opsRow(SUITE, `${label} exact+fuzzy: cce pair`, get(fuzzy, 'cce exact+fuzzy'), refFuzzy, mc, found));
+  rows.push(opsRow(SUITE, `${label} exact+fuzzy: dedupeMessages`, get(fuzzy, 'dedupeMessages fuzzy:true'), refFuzzy, mc));
+  if (count === 10_000) {
+    rows.push(opsRow(SUITE, `${label} exact+fuzzy: dedupeMessagesAsync`, get(fuzzy, 'dedupeMessagesAsync fuzzy:true'), refFuzzy, mc, 'off-thread, contents copied first'));
+  }
+  return rows;
+}
+
+/** Runs the messages suite; see the module comment. */
+export async function run(): Promise<BenchRow[]> {
+  const rows: BenchRow[] = [];
+  for (const count of [1_000, 10_000, 100_000]) rows.push(...(await runSize(count)));
+  return rows;
+}

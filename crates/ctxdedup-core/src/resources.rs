@@ -1,0 +1,151 @@
+//! Resource checksums in bulk, for the conversation resource ledger.
+//!
+//! A resource block is identified by its URI and the SHA-256 of its content's bytes (the UTF-8
+//! bytes of a well-formed string, or the bytes the caller passed). Blocks of at most `min_bytes`
+//! bytes are never deduplicated, so they are measured but not hashed. One call handles every
+//! resource block of a tool response, so the JS/native boundary is crossed once per response.
+
+use sha2::{Digest, Sha256};
+
+/// A batch of contents, each a sequence of bytes.
+pub trait ByteSource {
+    /// Number of contents in the batch.
+    fn count(&self) -> usize;
+
+    /// Length of content `index` in bytes.
+    fn byte_len(&self, index: usize) -> usize;
+
+    /// Calls `f` with the bytes of content `index`. Implementations may reuse one buffer between
+    /// calls, so `f` must not call back into the same source.
+    fn with_bytes<R>(&self, index: usize, f: impl FnOnce(&[u8]) -> R) -> R;
+}
+
+/// An owned batch: all contents concatenated, plus the end offset of each.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ByteArena {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl ByteArena {
+    /// An empty arena.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends one content.
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.bytes.extend_from_slice(bytes);
+        self.ends.push(self.bytes.len());
+    }
+
+    /// The bytes of content `index`.
+    pub fn get(&self, index: usize) -> &[u8] {
+        let start = if index == 0 { 0 } else { self.ends[index - 1] };
+        &self.bytes[start..self.ends[index]]
+    }
+}
+
+impl ByteSource for ByteArena {
+    fn count(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn byte_len(&self, index: usize) -> usize {
+        self.get(index).len()
+    }
+
+    fn with_bytes<R>(&self, index: usize, f: impl FnOnce(&[u8]) -> R) -> R {
+        f(self.get(index))
+    }
+}
+
+/// Result of [`checksum_batch`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Checksums {
+    /// Byte length of every content.
+    pub byte_lengths: Vec<usize>,
+    /// Lowercase hex SHA-256 (64 characters each) of every content longer than `min_bytes`, in
+    /// batch order, concatenated. Contents of at most `min_bytes` bytes contribute nothing.
+    pub hex: String,
+}
+
+impl Checksums {
+    /// The checksum of the `nth` hashed content.
+    pub fn nth(&self, nth: usize) -> &str {
+        &self.hex[nth * 64..nth * 64 + 64]
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// Appends the lowercase hex SHA-256 of `bytes` to `out`.
+pub fn push_sha256_hex(bytes: &[u8], out: &mut String) {
+    let digest = Sha256::digest(bytes);
+    let mut hex = [0u8; 64];
+    for (i, byte) in digest.iter().enumerate() {
+        hex[2 * i] = HEX[usize::from(byte >> 4)];
+        hex[2 * i + 1] = HEX[usize::from(byte & 0x0f)];
+    }
+    // Every byte of `hex` is an ASCII hex digit.
+    out.extend(hex.iter().map(|&b| char::from(b)));
+}
+
+/// Measures every content and hashes those longer than `min_bytes` bytes.
+pub fn checksum_batch<S: ByteSource>(src: &S, min_bytes: usize) -> Checksums {
+    let n = src.count();
+    let mut out = Checksums {
+        byte_lengths: Vec::with_capacity(n),
+        hex: String::new(),
+    };
+    for i in 0..n {
+        let len = src.byte_len(i);
+        out.byte_lengths.push(len);
+        if len > min_bytes {
+            src.with_bytes(i, |bytes| push_sha256_hex(bytes, &mut out.hex));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sha::sha256_hex;
+
+    #[test]
+    fn hashes_only_contents_above_the_threshold() {
+        let mut arena = ByteArena::new();
+        for content in [&b"abc"[..], b"", b"abcd", "é".as_bytes()] {
+            arena.push(content);
+        }
+        let sums = checksum_batch(&arena, 3);
+        assert_eq!(sums.byte_lengths, vec![3, 0, 4, 2]);
+        assert_eq!(sums.hex.len(), 64);
+        assert_eq!(sums.nth(0), sha256_hex(b"abcd"));
+
+        let all = checksum_batch(&arena, 0);
+        assert_eq!(all.hex.len(), 3 * 64);
+        assert_eq!(
+            all.nth(0),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(all.nth(2), sha256_hex("é".as_bytes()));
+    }
+
+    #[test]
+    fn hex_matches_the_reference_encoder() {
+        let mut out = String::new();
+        for len in [0usize, 1, 55, 56, 63, 64, 65, 1000] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+            out.clear();
+            push_sha256_hex(&data, &mut out);
+            assert_eq!(out, sha256_hex(&data));
+        }
+    }
+
+    #[test]
+    fn empty_batch() {
+        assert_eq!(checksum_batch(&ByteArena::new(), 300), Checksums::default());
+    }
+}

@@ -1,0 +1,194 @@
+/**
+ * Transcript formats: detection, and the lossless mapping between a parsed document and the flat
+ * message list the message stage deduplicates.
+ *
+ * Every text a format carries (a string `content`, a `text` block, a `tool_result` whose content
+ * is a string or text blocks) becomes one internal message whose `path` says where the text sits
+ * in the parsed document. Deduplication only ever replaces the string at such a path, so writing
+ * the document back changes nothing else, and the verbatim file (path + original string) undoes it.
+ * @module
+ */
+import type { Message } from '../stages/messages.js';
+
+/** Formats the CLI reads and writes. */
+export const FORMATS = ['openai', 'anthropic', 'ctxdedup', 'agent-jsonl', 'sessions-jsonl'] as const;
+
+/** A transcript format name. */
+export type FormatName = (typeof FORMATS)[number];
+
+/** How a file is laid out: one JSON document, or one JSON value per line. */
+export type Container = 'json' | 'jsonl';
+
+/** A step into a parsed JSON value. */
+export type PathStep = string | number;
+
+/** One deduplicable text: an internal message plus where its text sits in the document. */
+export interface Unit {
+  message: Message;
+  path: PathStep[];
+}
+
+/** The internal message list of one session. */
+export interface Extracted {
+  units: Unit[];
+  /** Conversation messages seen (a message with three text blocks counts once). */
+  messages: number;
+}
+
+type Json = Record<string, unknown>;
+
+function isObject(value: unknown): value is Json {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Which container a format uses. */
+export function containerOf(format: FormatName): Container {
+  return format === 'agent-jsonl' || format === 'sessions-jsonl' ? 'jsonl' : 'json';
+}
+
+/** The message dialect of a messages array: ids + indexes, Anthropic content blocks, or OpenAI. */
+export function dialectOf(messages: readonly unknown[]): 'openai' | 'anthropic' | 'ctxdedup' {
+  let allIds = messages.length > 0;
+  for (const m of messages) {
+    if (!isObject(m)) {
+      allIds = false;
+      continue;
+    }
+    if (typeof m['id'] !== 'string' || typeof m['index'] !== 'number') allIds = false;
+    const content = m['content'];
+    if (Array.isArray(content)) {
+      for (const block of content) {
+        if (isObject(block) && (block['type'] === 'tool_use' || block['type'] === 'tool_result')) return 'anthropic';
+      }
+    }
+  }
+  return allIds ? 'ctxdedup' : 'openai';
+}
+
+/** The messages array of a JSON transcript document and its path, or `undefined` if it has none. */
+export function messagesOf(doc: unknown): { messages: unknown[]; base: PathStep[] } | undefined {
+  if (Array.isArray(doc)) return { messages: doc, base: [] };
+  if (isObject(doc) && Array.isArray(doc['messages'])) return { messages: doc['messages'], base: ['messages'] };
+  return undefined;
+}
+
+/** Chooses unique ids: the preferred one, or a suffixed variant when it is taken. */
+class Ids {
+  private readonly seen = new Set<string>();
+  take(preferred: string): string {
+    let id = preferred;
+    for (let n = 2; this.seen.has(id); n++) id = `${preferred}~${n}`;
+    this.seen.add(id);
+    return id;
+  }
+}
+
+/** Collects the units of one message object found at `at`. */
+function collect(m: Json, at: PathStep[], baseId: string, ids: Ids, out: Unit[]): void {
+  const role = typeof m['role'] === 'string' ? m['role'] : undefined;
+  const content = m['content'];
+  let hasToolUse = Array.isArray(m['tool_calls']) && m['tool_calls'].length > 0;
+  if (Array.isArray(content)) {
+    for (const block of content) if (isObject(block) && block['type'] === 'tool_use') hasToolUse = true;
+  }
+  const unit = (id: string, unitRole: string | undefined, text: string, path: PathStep[], blocked: boolean): void => {
+    const message: Message = { id: ids.take(id), content: text };
+    if (unitRole !== undefined) message.role = unitRole;
+    if (blocked) message.tool_calls = [true];
+    out.push({ message, path });
+  };
+  if (typeof content === 'string') {
+    unit(baseId, role, content, [...at, 'content'], hasToolUse);
+    return;
+  }
+  if (!Array.isArray(content)) return;
+  content.forEach((block, j) => {
+    if (!isObject(block)) return;
+    if (block['type'] === 'text' && typeof block['text'] === 'string') {
+      unit(`${baseId}.${j}`, role, block['text'], [...at, 'content', j, 'text'], hasToolUse);
+    } else if (block['type'] === 'tool_result') {
+      const inner = block['content'];
+      if (typeof inner === 'string') {
+        unit(`${baseId}.${j}`, 'tool', inner, [...at, 'content', j, 'content'], false);
+      } else if (Array.isArray(inner)) {
+        inner.forEach((b, k) => {
+          if (isObject(b) && b['type'] === 'text' && typeof b['text'] === 'string') {
+            unit(`${baseId}.${j}.${k}`, 'tool', b['text'], [...at, 'content', j, 'content', k, 'text'], false);
+          }
+        });
+      }
+    }
+  });
+}
+
+/**
+ * The units of a messages array (OpenAI, Anthropic or ctxdedup dialect). Ids are the messages'
+ * own string `id`s when present, otherwise `m<index>`; content blocks add `.<block>`.
+ */
+export function extractMessages(messages: readonly unknown[], base: PathStep[]): Extracted {
+  const ids = new Ids();
+  const units: Unit[] = [];
+  let count = 0;
+  messages.forEach((m, i) => {
+    if (!isObject(m)) return;
+    count++;
+    const own = m['id'];
+    collect(m, [...base, i], typeof own === 'string' && own !== '' ? own : `m${i}`, ids, units);
+  });
+  return { units, messages: count };
+}
+
+/**
+ * The units of agent session events (one parsed JSONL line each; `undefined` for blank or
+ * skipped lines). An event carries its message as `message: { role, content }` and is named by
+ * its `uuid`; a line that is itself a message (`role` + `content`) is accepted too.
+ */
+export function extractEvents(events: readonly unknown[]): Extracted {
+  const ids = new Ids();
+  const units: Unit[] = [];
+  let count = 0;
+  events.forEach((event, line) => {
+    if (!isObject(event)) return;
+    const uuid = typeof event['uuid'] === 'string' && event['uuid'] !== '' ? event['uuid'] : `l${line + 1}`;
+    if (isObject(event['message'])) {
+      count++;
+      collect(event['message'], [line, 'message'], uuid, ids, units);
+    } else if ('role' in event && 'content' in event) {
+      count++;
+      collect(event, [line], typeof event['id'] === 'string' && event['id'] !== '' ? event['id'] : uuid, ids, units);
+    }
+  });
+  return { units, messages: count };
+}
+
+/** Reads the value at `path` inside `root`. */
+export function getAt(root: unknown, path: readonly PathStep[]): unknown {
+  let node: unknown = root;
+  for (const step of path) {
+    if (typeof node !== 'object' || node === null) return undefined;
+    node = (node as Record<PathStep, unknown>)[step];
+  }
+  return node;
+}
+
+/** Writes `value` at `path` inside `root` (every step but the last must exist). */
+export function setAt(root: unknown, path: readonly PathStep[], value: unknown): boolean {
+  if (path.length === 0) return false;
+  const parent = getAt(root, path.slice(0, -1));
+  if (typeof parent !== 'object' || parent === null) return false;
+  (parent as Record<PathStep, unknown>)[path[path.length - 1] as PathStep] = value;
+  return true;
+}
+
+/** The indentation a JSON text was written with, so a rewritten document looks the same. */
+export function indentOf(text: string): string {
+  const match = /^[[{]\r?\n([ \t]+)/.exec(text.trimStart());
+  return match ? (match[1] as string) : '';
+}
+
+/** Serializes a rewritten JSON document the way its original text was laid out. */
+export function serializeDocument(doc: unknown, original: string): string {
+  const body = JSON.stringify(doc, null, indentOf(original));
+  const newline = original.endsWith('\r\n') ? '\r\n' : original.endsWith('\n') ? '\n' : '';
+  return newline === '\r\n' ? body.replace(/\n/g, '\r\n') + newline : body + newline;
+}

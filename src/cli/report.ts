@@ -1,0 +1,356 @@
+/**
+ * The run report: totals, top repeated contents, per-format counts and throughput, with text and
+ * self-contained HTML renderings. Memory stays bounded: the top lists are pruned as they grow.
+ * @module
+ */
+import { sha256 } from '../identity.js';
+import type { TokenCounter } from '../tokens.js';
+import type { FormatName } from './formats.js';
+
+/** One content that was replaced more than once across the run. */
+export interface Offender {
+  /** First characters, whitespace collapsed. */
+  preview: string;
+  /** SHA-256 (hex) of the content's UTF-8 bytes; absent for a content with lone surrogates. */
+  sha256?: string;
+  /** Replaced copies. */
+  copies: number;
+  chars: number;
+  /** Tokens of the content (real tokenizer). */
+  tokens: number;
+  /** Tokens removed by replacing its copies (content tokens minus tag tokens, summed). */
+  tokensWasted: number;
+}
+
+/** Savings of one session. */
+export interface SessionSaving {
+  session: string;
+  format: FormatName;
+  messages: number;
+  replaced: number;
+  charsSaved: number;
+  tokensSaved: number;
+}
+
+/** The report of `ctxdedup dedupe` (also printed by `--json`). */
+export interface DedupeReport {
+  version: 1;
+  dryRun: boolean;
+  files: number;
+  sessions: number;
+  messages: number;
+  /** Texts analysed (a message with several text blocks contributes several). */
+  contents: number;
+  exactDuplicates: number;
+  nearDuplicates: number;
+  crossSessionDuplicates: number;
+  /** Duplicates left in full because they sit in the recency window. */
+  keptInWindow: number;
+  charsBefore: number;
+  charsAfter: number;
+  charsSaved: number;
+  tokensSaved: number;
+  tokenizer: string;
+  formats: Partial<Record<FormatName, { files: number; sessions: number; messages: number }>>;
+  /** Top repeated contents by tokens wasted (at most 20). */
+  topRepeated: Offender[];
+  /** Sessions with the most tokens saved (at most 100), largest first. */
+  topSessions: SessionSaving[];
+  errors: { file: string; line?: number; message: string }[];
+  errorCount: number;
+  throughput: {
+    seconds: number;
+    bytesIn: number;
+    bytesParsed: number;
+    bytesOut: number;
+    mbPerSec: number;
+    sessionsPerSec: number;
+    peakRssMb: number;
+  };
+}
+
+const TOP_KEEP = 20;
+const OFFENDER_CAP = 20_000;
+const SESSION_CAP = 100;
+const ERROR_CAP = 100;
+const TOKEN_CACHE_CAP = 50_000;
+
+/** A content key that never merges distinct strings: SHA-256 of UTF-8, or of UTF-16 for lone surrogates. */
+export function contentKey(text: string): { key: string; sha256?: string } {
+  if (text.isWellFormed()) {
+    const hex = sha256(text);
+    return { key: hex, sha256: hex };
+  }
+  return { key: `u16:${sha256(Buffer.from(text, 'utf16le'))}` };
+}
+
+function preview(text: string, max = 100): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+}
+
+/** Accumulates a report while sessions stream by. */
+export class ReportBuilder {
+  readonly report: DedupeReport;
+  private readonly offenders = new Map<string, Offender>();
+  private readonly tokenCache = new Map<string, number>();
+  private readonly started = process.hrtime.bigint();
+
+  constructor(
+    private readonly count: TokenCounter,
+    tokenizer: string,
+    dryRun: boolean,
+  ) {
+    this.report = {
+      version: 1,
+      dryRun,
+      files: 0,
+      sessions: 0,
+      messages: 0,
+      contents: 0,
+      exactDuplicates: 0,
+      nearDuplicates: 0,
+      crossSessionDuplicates: 0,
+      keptInWindow: 0,
+      charsBefore: 0,
+      charsAfter: 0,
+      charsSaved: 0,
+      tokensSaved: 0,
+      tokenizer,
+      formats: {},
+      topRepeated: [],
+      topSessions: [],
+      errors: [],
+      errorCount: 0,
+      throughput: { seconds: 0, bytesIn: 0, bytesParsed: 0, bytesOut: 0, mbPerSec: 0, sessionsPerSec: 0, peakRssMb: 0 },
+    };
+  }
+
+  /** Tokens of a content, cached by content hash (`key`). */
+  tokensOf(text: string, key?: string): number {
+    if (key === undefined) return this.count(text);
+    let n = this.tokenCache.get(key);
+    if (n === undefined) {
+      n = this.count(text);
+      if (this.tokenCache.size >= TOKEN_CACHE_CAP) this.tokenCache.delete(this.tokenCache.keys().next().value as string);
+      this.tokenCache.set(key, n);
+    } else {
+      // Refresh recency (LRU).
+      this.tokenCache.delete(key);
+      this.tokenCache.set(key, n);
+    }
+    return n;
+  }
+
+  /** Counts a file of `format`. */
+  file(format: FormatName): void {
+    this.formatEntry(format).files++;
+  }
+
+  private formatEntry(format: FormatName): { files: number; sessions: number; messages: number } {
+    return (this.report.formats[format] ??= { files: 0, sessions: 0, messages: 0 });
+  }
+
+  /** Records one replaced content; returns the tokens it saved. */
+  replaced(original: string, tag: string): number {
+    const { key, sha256: hex } = contentKey(original);
+    const tokens = this.tokensOf(original, key);
+    const saved = Math.max(0, tokens - this.count(tag));
+    let entry = this.offenders.get(key);
+    if (entry === undefined) {
+      entry = { preview: preview(original), copies: 0, chars: original.length, tokens, tokensWasted: 0 };
+      if (hex !== undefined) entry.sha256 = hex;
+      this.offenders.set(key, entry);
+      if (this.offenders.size > OFFENDER_CAP) this.pruneOffenders(OFFENDER_CAP / 2);
+    }
+    entry.copies++;
+    entry.tokensWasted += saved;
+    return saved;
+  }
+
+  private pruneOffenders(keep: number): void {
+    const sorted = [...this.offenders.entries()].sort((a, b) => b[1].tokensWasted - a[1].tokensWasted);
+    this.offenders.clear();
+    for (const [k, v] of sorted.slice(0, keep)) this.offenders.set(k, v);
+  }
+
+  /** Adds one finished session. */
+  session(s: SessionSaving & { contents: number; charsBefore: number; exact: number; near: number; cross: number; keptInWindow: number }): void {
+    const r = this.report;
+    r.sessions++;
+    r.messages += s.messages;
+    r.contents += s.contents;
+    r.exactDuplicates += s.exact;
+    r.nearDuplicates += s.near;
+    r.crossSessionDuplicates += s.cross;
+    r.keptInWindow += s.keptInWindow;
+    r.charsBefore += s.charsBefore;
+    r.charsSaved += s.charsSaved;
+    r.tokensSaved += s.tokensSaved;
+    const f = this.formatEntry(s.format);
+    f.sessions++;
+    f.messages += s.messages;
+    if (s.tokensSaved > 0 || s.charsSaved > 0) {
+      r.topSessions.push({ session: s.session, format: s.format, messages: s.messages, replaced: s.replaced, charsSaved: s.charsSaved, tokensSaved: s.tokensSaved });
+      if (r.topSessions.length > SESSION_CAP * 4) this.pruneSessions();
+    }
+  }
+
+  private pruneSessions(): void {
+    this.report.topSessions.sort((a, b) => b.tokensSaved - a.tokensSaved || b.charsSaved - a.charsSaved);
+    this.report.topSessions.length = Math.min(this.report.topSessions.length, SESSION_CAP);
+  }
+
+  /** Records a skipped input. */
+  error(file: string, line: number | undefined, message: string): void {
+    this.report.errorCount++;
+    if (this.report.errors.length < ERROR_CAP) this.report.errors.push(line === undefined ? { file, message } : { file, line, message });
+  }
+
+  /** Closes the report with throughput figures. */
+  finish(files: number, bytesIn: number, bytesParsed: number, bytesOut: number): DedupeReport {
+    const r = this.report;
+    r.files = files;
+    r.charsAfter = r.charsBefore - r.charsSaved;
+    this.pruneSessions();
+    r.topRepeated = [...this.offenders.values()]
+      .filter((o) => o.copies > 0 && o.tokensWasted > 0)
+      .sort((a, b) => b.tokensWasted - a.tokensWasted || b.copies - a.copies)
+      .slice(0, TOP_KEEP);
+    const seconds = Number(process.hrtime.bigint() - this.started) / 1e9;
+    r.throughput = {
+      seconds: round(seconds, 3),
+      bytesIn,
+      bytesParsed,
+      bytesOut,
+      mbPerSec: round(bytesParsed / 1e6 / Math.max(seconds, 1e-9), 1),
+      sessionsPerSec: round(r.sessions / Math.max(seconds, 1e-9), 1),
+      peakRssMb: round(process.resourceUsage().maxRSS / 1024, 1),
+    };
+    return r;
+  }
+}
+
+function round(x: number, digits: number): number {
+  const f = 10 ** digits;
+  return Math.round(x * f) / f;
+}
+
+/** Human-readable size: `1.2 MB`. */
+export function formatBytes(n: number): string {
+  if (n < 1000) return `${n} B`;
+  const units = ['kB', 'MB', 'GB', 'TB'];
+  let v = n;
+  let u = -1;
+  do {
+    v /= 1000;
+    u++;
+  } while (v >= 1000 && u < units.length - 1);
+  return `${v.toFixed(v < 10 ? 2 : 1)} ${units[u]}`;
+}
+
+const int = (n: number): string => n.toLocaleString('en-US');
+const pct = (part: number, whole: number): string => (whole === 0 ? '0.0%' : `${((100 * part) / whole).toFixed(1)}%`);
+
+/** The report as terminal text. */
+export function renderText(r: DedupeReport): string {
+  const out: string[] = [];
+  const t = r.throughput;
+  out.push(`ctxdedup ${r.dryRun ? 'dry run' : 'dedupe'}: ${int(r.files)} files, ${int(r.sessions)} sessions, ${int(r.messages)} messages`);
+  out.push(
+    `  replaced     ${int(r.exactDuplicates)} exact + ${int(r.nearDuplicates)} near duplicates` +
+      (r.crossSessionDuplicates > 0 ? ` + ${int(r.crossSessionDuplicates)} cross-session` : '') +
+      (r.keptInWindow > 0 ? ` (${int(r.keptInWindow)} kept in the recency window)` : ''),
+  );
+  out.push(`  characters   ${int(r.charsBefore)} -> ${int(r.charsAfter)} (${int(r.charsSaved)} saved, ${pct(r.charsSaved, r.charsBefore)})`);
+  out.push(`  tokens saved ${int(r.tokensSaved)} (${r.tokenizer})`);
+  const formats = Object.entries(r.formats).map(([name, f]) => `${name} ${int(f.files)} files / ${int(f.sessions)} sessions`);
+  if (formats.length > 0) out.push(`  formats      ${formats.join(', ')}`);
+  out.push(`  throughput   ${formatBytes(t.bytesParsed)} in ${t.seconds.toFixed(2)} s: ${t.mbPerSec} MB/s, ${t.sessionsPerSec} sessions/s, peak RSS ${t.peakRssMb} MB`);
+  if (r.topRepeated.length > 0) {
+    out.push('', '  top repeated contents (tokens wasted, copies replaced):');
+    for (const o of r.topRepeated.slice(0, 10)) {
+      out.push(`  ${int(o.tokensWasted).padStart(12)}  ×${String(o.copies).padEnd(5)} ${o.preview.slice(0, 70)}`);
+    }
+  }
+  if (r.errorCount > 0) {
+    out.push('', `  ${int(r.errorCount)} input error(s) skipped:`);
+    for (const e of r.errors.slice(0, 10)) out.push(`    ${e.file}${e.line === undefined ? '' : `:${e.line}`}: ${e.message}`);
+  }
+  return out.join('\n') + '\n';
+}
+
+function esc(s: string): string {
+  return s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string);
+}
+
+/** A bar chart (inline SVG) of tokens saved per session, largest first. */
+function chart(sessions: readonly SessionSaving[]): string {
+  const rows = sessions.slice(0, 40);
+  if (rows.length === 0) return '<p class="muted">No session had duplicates.</p>';
+  const max = Math.max(1, ...rows.map((s) => s.tokensSaved));
+  const rowH = 22;
+  const labelW = 260;
+  const barW = 560;
+  const h = rows.length * rowH + 10;
+  const bars = rows
+    .map((s, i) => {
+      const w = Math.max(1, Math.round((s.tokensSaved / max) * barW));
+      const y = i * rowH + 5;
+      const label = s.session.length > 38 ? `…${s.session.slice(-37)}` : s.session;
+      return (
+        `<text x="${labelW - 8}" y="${y + 15}" text-anchor="end">${esc(label)}</text>` +
+        `<rect x="${labelW}" y="${y + 3}" width="${w}" height="${rowH - 6}" rx="3"><title>${esc(s.session)}: ${int(s.tokensSaved)} tokens</title></rect>` +
+        `<text x="${labelW + w + 6}" y="${y + 15}">${int(s.tokensSaved)}</text>`
+      );
+    })
+    .join('');
+  return `<svg role="img" aria-label="tokens saved per session" width="${labelW + barW + 90}" height="${h}" viewBox="0 0 ${labelW + barW + 90} ${h}">${bars}</svg>`;
+}
+
+/** The report as a self-contained HTML page (no scripts, no external resources). */
+export function renderHtml(r: DedupeReport): string {
+  const t = r.throughput;
+  const cards = [
+    ['sessions', int(r.sessions)],
+    ['messages', int(r.messages)],
+    ['exact duplicates', int(r.exactDuplicates)],
+    ['near duplicates', int(r.nearDuplicates)],
+    ['cross-session', int(r.crossSessionDuplicates)],
+    ['characters saved', `${int(r.charsSaved)} (${pct(r.charsSaved, r.charsBefore)})`],
+    ['tokens saved', int(r.tokensSaved)],
+    ['throughput', `${t.mbPerSec} MB/s`],
+  ]
+    .map(([k, v]) => `<div class="card"><div class="v">${esc(v as string)}</div><div class="k">${esc(k as string)}</div></div>`)
+    .join('');
+  const top = r.topRepeated
+    .map((o) => `<tr><td class="n">${int(o.tokensWasted)}</td><td class="n">${int(o.copies)}</td><td class="n">${int(o.tokens)}</td><td><code>${esc(o.preview)}</code></td></tr>`)
+    .join('');
+  const formats = Object.entries(r.formats)
+    .map(([name, f]) => `<tr><td>${esc(name)}</td><td class="n">${int(f.files)}</td><td class="n">${int(f.sessions)}</td><td class="n">${int(f.messages)}</td></tr>`)
+    .join('');
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>ctxdedup report</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#1d2430;background:#fff}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:16px;margin:28px 0 8px}.muted{color:#667}
+.cards{display:flex;flex-wrap:wrap;gap:10px}.card{border:1px solid #d8dde6;border-radius:8px;padding:10px 14px;min-width:130px;background:#f7f9fc}
+.card .v{font-size:20px;font-weight:600}.card .k{color:#667;font-size:12px}
+svg text{font-size:12px;fill:#1d2430}svg rect{fill:#3b7ddd}
+table{border-collapse:collapse}td,th{border-bottom:1px solid #e3e7ee;padding:4px 10px;text-align:left;vertical-align:top}.n{text-align:right;font-variant-numeric:tabular-nums}
+code{font-size:12px;white-space:pre-wrap;word-break:break-all}
+</style></head><body>
+<h1>ctxdedup report</h1>
+<p class="muted">${r.dryRun ? 'Dry run — nothing was written. ' : ''}${int(r.files)} files, ${esc(formatBytes(t.bytesParsed))} in ${t.seconds.toFixed(2)} s; tokens counted with ${esc(r.tokenizer)}.</p>
+<div class="cards">${cards}</div>
+<h2>Tokens saved per session</h2>
+${chart(r.topSessions)}
+<h2>Top repeated contents</h2>
+${top ? `<table><thead><tr><th>tokens wasted</th><th>copies</th><th>tokens each</th><th>preview</th></tr></thead><tbody>${top}</tbody></table>` : '<p class="muted">None.</p>'}
+<h2>Formats</h2>
+<table><thead><tr><th>format</th><th>files</th><th>sessions</th><th>messages</th></tr></thead><tbody>${formats}</tbody></table>
+${r.errorCount > 0 ? `<h2>Skipped inputs (${int(r.errorCount)})</h2><ul>${r.errors.map((e) => `<li><code>${esc(`${e.file}${e.line === undefined ? '' : `:${e.line}`}`)}</code> ${esc(e.message)}</li>`).join('')}</ul>` : ''}
+</body></html>
+`;
+}

@@ -1,0 +1,157 @@
+/**
+ * The `ctxdedup` command line: argument parsing, output of reports, and exit codes.
+ * @module
+ */
+import { writeFile } from 'node:fs/promises';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { dedupeCommand, type CliIO, type DedupeEngine } from './dedupe.js';
+import { DataError, EXIT, UsageError } from './errors.js';
+import { FORMATS, type FormatName } from './formats.js';
+import { renderHtml, renderText } from './report.js';
+import { restoreCommand } from './restore.js';
+
+const VERSION = '0.1.0';
+
+function integer(name: string, min: number) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (value.trim() === '' || !Number.isInteger(n) || n < min) throw new InvalidArgumentError(`${name} must be an integer >= ${min}`);
+    return n;
+  };
+}
+
+function fraction(value: string): number {
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isFinite(n) || n < 0 || n > 1) throw new InvalidArgumentError('must be a number in [0, 1]');
+  return n;
+}
+
+function list(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), ...value.split(',').map((s) => s.trim()).filter((s) => s !== '')];
+}
+
+/** Extra knobs for tests and benchmarks. */
+export interface RunHooks {
+  engine?: DedupeEngine;
+}
+
+/**
+ * Runs the CLI with `argv` (without `node` and the script path) and returns the exit code.
+ * User errors print one line on stderr; nothing here calls `process.exit`.
+ */
+export async function run(argv: readonly string[], io: CliIO, hooks: RunHooks = {}): Promise<number> {
+  let code: number = EXIT.ok;
+  const program = new Command('ctxdedup')
+    .description('Deduplicate LLM transcripts: exact and near-duplicate messages become short reference tags.')
+    .addHelpText('after', '\nAlso: ctxdedup serve [options]   ingestion server (ctxdedup serve --help)')
+    .version(VERSION, '-V, --version')
+    .exitOverride()
+    .showHelpAfterError('(run with --help for usage)')
+    .configureOutput({
+      writeOut: (s) => io.stdout.write(s),
+      writeErr: (s) => io.stderr.write(s),
+    });
+
+  program
+    .command('dedupe')
+    .description('deduplicate transcripts per session and report what it saved')
+    .argument('<inputs...>', 'files, directories (recursive: .json, .jsonl, .ndjson, optionally .gz) or - for stdin')
+    .addOption(new Option('-f, --format <format>', 'input format (default: detected per file)').choices(FORMATS))
+    .option('-o, --out <path>', 'output file, or directory mirroring the input layout (default: stdout for one input)')
+    .option('-n, --dry-run', 'write nothing but the report', false)
+    .option('--verbatim <file>', 'save the originals (JSONL) so `ctxdedup restore` can undo')
+    .addOption(new Option('--keep <which>', 'which copy stays in full').choices(['latest', 'earliest']).default('latest'))
+    .option('--fuzzy', 'also replace near duplicates (multiset line Jaccard)', false)
+    .option('--threshold <t>', 'near-duplicate similarity threshold in [0, 1]', fraction, 0.85)
+    .option('--min-chars <n>', 'leave contents shorter than this alone', integer('--min-chars', 0), 200)
+    .option('--recency-window <n>', 'never replace the last N messages of a session', integer('--recency-window', 0), 0)
+    .option('--preserve <roles>', 'roles never deduplicated, comma-separated (default: system)', list)
+    .option('--cross-session', 'also replace tool outputs identical to one in an earlier session (exact)', false)
+    .addOption(new Option('--on-error <mode>', 'on malformed input: abort (exit 1) or skip it and go on').choices(['abort', 'skip']).default('abort'))
+    .addOption(new Option('--tokenizer <encoding>', 'BPE encoding for token counts').choices(['o200k_base', 'cl100k_base']).default('o200k_base'))
+    .option('-j, --concurrency <n>', 'sessions in flight', integer('--concurrency', 1), 4)
+    .option('--json', 'print the report as JSON on stdout', false)
+    .option('--report <file>', 'write a self-contained HTML report')
+    .option('-q, --quiet', 'no progress and no text report', false)
+    .option('--progress', 'show progress even when stderr is not a terminal', false)
+    .action(async (inputs: string[], opts: Record<string, unknown>) => {
+      const report = await dedupeCommand(
+        {
+          inputs,
+          format: opts['format'] as FormatName | undefined,
+          out: opts['out'] as string | undefined,
+          dryRun: opts['dryRun'] as boolean,
+          verbatim: opts['verbatim'] as string | undefined,
+          keep: opts['keep'] as 'latest' | 'earliest',
+          fuzzy: opts['fuzzy'] as boolean,
+          threshold: opts['threshold'] as number,
+          minChars: opts['minChars'] as number,
+          recencyWindow: opts['recencyWindow'] as number,
+          preserve: (opts['preserve'] as string[] | undefined) ?? ['system'],
+          crossSession: opts['crossSession'] as boolean,
+          onError: opts['onError'] as 'abort' | 'skip',
+          concurrency: opts['concurrency'] as number,
+          tokenizer: opts['tokenizer'] as 'o200k_base' | 'cl100k_base',
+          json: opts['json'] as boolean,
+          quiet: opts['quiet'] as boolean,
+          progress: (opts['progress'] as boolean) || undefined,
+          report: opts['report'] as string | undefined,
+          ...(hooks.engine ? { engine: hooks.engine } : {}),
+        },
+        io,
+      );
+      if (typeof opts['report'] === 'string') await writeFile(opts['report'], renderHtml(report));
+      if (opts['json']) io.stdout.write(JSON.stringify(report, null, 2) + '\n');
+      else if (!opts['quiet']) (opts['out'] === undefined && !opts['dryRun'] ? io.stderr : io.stdout).write(renderText(report));
+    });
+
+  program
+    .command('restore')
+    .description('undo a dedupe: put the originals saved with --verbatim back')
+    .argument('<inputs...>', 'deduplicated files or directories (as written by dedupe -o)')
+    .requiredOption('--verbatim <file>', 'the verbatim file written by dedupe')
+    .option('-o, --out <path>', 'output file or directory (default: stdout for one input)')
+    .addOption(new Option('-f, --format <format>', 'input format (default: detected per file)').choices(FORMATS))
+    .option('-q, --quiet', 'no summary', false)
+    .action(async (inputs: string[], opts: Record<string, unknown>) => {
+      const summary = await restoreCommand(
+        {
+          inputs,
+          verbatim: opts['verbatim'] as string,
+          out: opts['out'] as string | undefined,
+          format: opts['format'] as FormatName | undefined,
+        },
+        io,
+      );
+      if (!opts['quiet']) {
+        io.stderr.write(`ctxdedup restore: ${summary.restored} contents restored in ${summary.sessions} sessions, ${summary.files} files\n`);
+      }
+    });
+
+  try {
+    await program.parseAsync([...argv], { from: 'user' });
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      // Help and version exit 0; every parse problem is a usage error.
+      code = error.exitCode === 0 ? EXIT.ok : EXIT.usage;
+    } else if (error instanceof UsageError) {
+      io.stderr.write(`ctxdedup: ${error.message}\n`);
+      code = EXIT.usage;
+    } else if (error instanceof DataError) {
+      io.stderr.write(`ctxdedup: ${error.message}\n`);
+      code = EXIT.data;
+    } else if (isUserFsError(error)) {
+      io.stderr.write(`ctxdedup: ${(error as Error).message}\n`);
+      code = EXIT.data;
+    } else {
+      throw error;
+    }
+  }
+  return code;
+}
+
+/** File-system failures caused by the user's paths or data (unreadable, not a gzip file, disk full). */
+function isUserFsError(error: unknown): boolean {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  return typeof code === 'string' && /^(E[A-Z]+|Z_[A-Z_]+|ERR_INVALID_ARG_VALUE)$/.test(code);
+}

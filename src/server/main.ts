@@ -1,0 +1,158 @@
+/**
+ * Entry of `ctxdedup serve`: parses the flags, starts the server, stops gracefully on SIGTERM /
+ * SIGINT (stop accepting, finish in-flight batches, close the store).
+ *
+ * Run directly (`node dist/server/main.js --port 8787`) or through the CLI, which calls
+ * {@link main} with the arguments after `serve`.
+ * @module
+ */
+import { realpathSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { DEFAULT_STORE } from '../ingest/index.js';
+import { DEFAULT_MAX_BODY, DEFAULT_PORT, startServer, type RunningServer, type ServerOptions } from './index.js';
+
+/** Usage text of `ctxdedup serve`. */
+export const USAGE = `Usage: ctxdedup serve [options]
+
+Incremental dedup index over HTTP.
+  POST /v1/namespaces/:ns/items   JSON array of {id?, content, metadata?} or NDJSON
+  POST /v1/messages/dedupe        {messages, options?}, stateless
+  GET  /healthz                   no auth
+  GET  /metrics                   Prometheus text
+
+Options:
+  --host <addr>        interface to listen on (default 127.0.0.1)
+  --port <n>           TCP port, 0 for any free one (default ${DEFAULT_PORT})
+  --store <spec>       memory | sqlite:<path> | redis://host:port[/db] (default ${DEFAULT_STORE})
+  --token <secret>     require "Authorization: Bearer <secret>" (or set CTXDEDUP_TOKEN)
+  --max-body <size>    largest request body, e.g. 1048576, 512kb, 16mb (default 16mb)
+  --ttl <seconds>      forget entries after this many seconds (default: never)
+  --hashing <mode>     native (default) | js (pure-JS baseline, for benchmarks)
+  --log                log every request as JSON
+  -h, --help           show this help
+`;
+
+/** Parses `16mb`, `512kb`, `1048576` into bytes. */
+export function parseSize(text: string): number {
+  const match = /^(\d+(?:\.\d+)?)\s*(b|kb|k|mb|m|gb|g)?$/i.exec(text.trim());
+  if (!match) throw new RangeError(`--max-body must be a size like 1048576, 512kb or 16mb, got ${JSON.stringify(text)}`);
+  const unit = (match[2] ?? 'b').toLowerCase()[0]!;
+  const factor = unit === 'k' ? 1024 : unit === 'm' ? 1024 ** 2 : unit === 'g' ? 1024 ** 3 : 1;
+  const bytes = Math.floor(Number(match[1]) * factor);
+  if (bytes < 1) throw new RangeError(`--max-body must be at least 1 byte, got ${JSON.stringify(text)}`);
+  return bytes;
+}
+
+/** Turns `serve` arguments into {@link ServerOptions}. @throws TypeError / RangeError on bad flags. */
+export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): ServerOptions | 'help' {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    allowPositionals: false,
+    options: {
+      host: { type: 'string' },
+      port: { type: 'string' },
+      store: { type: 'string' },
+      token: { type: 'string' },
+      'max-body': { type: 'string' },
+      ttl: { type: 'string' },
+      hashing: { type: 'string' },
+      log: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) return 'help';
+  const options: ServerOptions = { logger: values.log ?? false };
+  if (values.host !== undefined) options.host = values.host;
+  if (values.port !== undefined) {
+    const port = Number(values.port);
+    if (!/^\d+$/.test(values.port) || port > 65535) throw new RangeError(`--port must be an integer in [0, 65535], got ${JSON.stringify(values.port)}`);
+    options.port = port;
+  }
+  options.store = values.store ?? env['CTXDEDUP_STORE'] ?? DEFAULT_STORE;
+  const token = values.token ?? env['CTXDEDUP_TOKEN'];
+  if (token !== undefined && token !== '') options.token = token;
+  options.maxBody = values['max-body'] === undefined ? DEFAULT_MAX_BODY : parseSize(values['max-body']);
+  if (values.ttl !== undefined) {
+    const ttl = Number(values.ttl);
+    if (!Number.isFinite(ttl) || ttl <= 0) throw new RangeError(`--ttl must be a positive number of seconds, got ${JSON.stringify(values.ttl)}`);
+    options.ttlSeconds = ttl;
+  }
+  if (values.hashing !== undefined) {
+    if (values.hashing !== 'native' && values.hashing !== 'js') throw new TypeError(`--hashing must be native or js, got ${JSON.stringify(values.hashing)}`);
+    options.hashing = values.hashing;
+  }
+  return options;
+}
+
+/**
+ * Runs `ctxdedup serve` with `argv` (the arguments after `serve`). Resolves with the running
+ * server; the process then lives until SIGTERM / SIGINT, which stop it gracefully and exit 0.
+ * Bad flags print the reason and the usage to stderr and set exit code 2; a server that cannot
+ * start (store unreachable, port taken) prints the reason and exits 1.
+ */
+export async function main(argv: string[] = process.argv.slice(2)): Promise<RunningServer | undefined> {
+  let options: ServerOptions | 'help';
+  try {
+    options = parseServeArgs(argv);
+  } catch (error) {
+    process.stderr.write(`ctxdedup serve: ${(error as Error).message}\n\n${USAGE}`);
+    process.exitCode = 2;
+    return undefined;
+  }
+  if (options === 'help') {
+    process.stdout.write(USAGE);
+    return undefined;
+  }
+  const loopback = ['127.0.0.1', '::1', 'localhost'].includes(options.host ?? '127.0.0.1');
+  if (!loopback && options.token === undefined) {
+    process.stderr.write(`ctxdedup serve: warning: listening on ${options.host} without --token; anyone who can reach it can write\n`);
+  }
+  let server: RunningServer;
+  try {
+    server = await startServer(options);
+  } catch (error) {
+    process.stderr.write(`ctxdedup serve: ${(error as Error).message}\n`);
+    // A half-opened client (e.g. a Redis reconnect timer) must not keep a failed server alive.
+    process.exit(1);
+  }
+  const storeName = typeof options.store === 'string' ? options.store.replace(/\/\/[^@/]*@/, '//***@') : 'custom';
+  process.stdout.write(`ctxdedup serve: listening on ${server.url} (store ${storeName})\n`);
+  let stopping = false;
+  const stop = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
+    process.stdout.write(`ctxdedup serve: ${signal}, finishing in-flight requests\n`);
+    const force = setTimeout(() => {
+      process.stderr.write('ctxdedup serve: shutdown took more than 10 s, exiting\n');
+      process.exit(1);
+    }, 10_000);
+    force.unref();
+    server.close().then(
+      () => {
+        process.stdout.write('ctxdedup serve: stopped\n');
+        process.exitCode = 0;
+      },
+      (error: unknown) => {
+        process.stderr.write(`ctxdedup serve: error while stopping: ${(error as Error).message}\n`);
+        process.exitCode = 1;
+      },
+    );
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+  return server;
+}
+
+function isEntry(): boolean {
+  const script = process.argv[1];
+  if (script === undefined) return false;
+  try {
+    return import.meta.url === pathToFileURL(realpathSync(script)).href;
+  } catch {
+    return false;
+  }
+}
+
+if (isEntry()) void main();

@@ -1,0 +1,331 @@
+/**
+ * Stage `research`: dedup of research sources (by URL) and findings (by normalized paragraph),
+ * before a synthesis call, with token accounting and a report for a UI card.
+ *
+ * Findings normalization (version {@link FINDINGS_NORMALIZATION_VERSION}, implemented once in
+ * ctxdedup-core `findings.rs`): a text is cut into lines at LF; paragraphs are maximal runs of
+ * non-blank lines (a blank line is empty or JS-whitespace only), so two or more line feeds with
+ * only whitespace between them separate paragraphs; each paragraph is trimmed. Its key is
+ * `paragraph.toLowerCase().replace(/\s+/g, ' ').trim()` (JavaScript semantics exactly, lone
+ * surrogates included). Keys shorter than `minChars` UTF-16 code units never deduplicate.
+ * @module
+ */
+import { describe, expectArray, expectObject, expectOptions, optionalBoolean, optionalNumber, rangeError, typeError } from '../errors.js';
+import { native } from '../native.js';
+import { resolveTokenCounter, type TokenCounterOption } from '../tokens.js';
+
+/** A research source. Only the URL and credibility fields are read; the rest rides along. */
+export type Source = Record<string, unknown>;
+
+/** Options of {@link dedupeSources}. */
+export interface DedupeSourcesOptions {
+  /** Field holding the credibility score (a finite number; missing counts as 0). Default `credibility_score`. */
+  credibilityField?: string;
+  /** Field holding the URL. Default `url`. */
+  urlField?: string;
+  /** Group by {@link canonicalizeUrl} of the URL instead of the exact string. Default `false`. */
+  canonicalizeUrls?: boolean;
+}
+
+/** A source that was dropped, and why. */
+export interface PrunedSource<S extends Source = Source> {
+  /** Input index. */
+  index: number;
+  source: S;
+  /** `no-url`: the URL is missing, empty or blank; `duplicate`: another source had the same URL key. */
+  reason: 'no-url' | 'duplicate';
+  /** `duplicate` only: input index of the kept source. */
+  duplicateOf?: number;
+  /** `duplicate` only: the URL key they share. */
+  key?: string;
+}
+
+/** Result of {@link dedupeSources}. */
+export interface DedupeSourcesResult<S extends Source = Source> {
+  /** One source per URL: the most credible (ties: the first), sorted by credibility, descending (stable). */
+  unique: S[];
+  pruned: PrunedSource<S>[];
+  stats: { total: number; unique: number; pruned: number; withoutUrl: number; duplicates: number };
+}
+
+/** Options of {@link dedupeFindings}. */
+export interface DedupeFindingsOptions {
+  /** Keys shorter than this (UTF-16 code units) are never deduplicated. Default `20`. */
+  minChars?: number;
+  /** Token counter: an encoding name or a function. Default `o200k_base`. */
+  countTokens?: TokenCounterOption;
+}
+
+/** A paragraph removed as a repeat of an earlier one. */
+export interface FindingDuplicate {
+  /** Index of the findings text it came from. */
+  finding: number;
+  /** The removed paragraph (trimmed). */
+  paragraph: string;
+  /** Index of the findings text holding the first occurrence. */
+  duplicateOfFinding: number;
+  /** The first occurrence (kept). */
+  duplicateOf: string;
+}
+
+/** Result of {@link dedupeFindings}. */
+export interface DedupeFindingsResult {
+  /** Kept paragraphs, in order, joined by a blank line (`\n\n`). */
+  text: string;
+  /** Number of paragraphs removed. */
+  removed: number;
+  /** `naiveTokens - tokens`. */
+  tokensSaved: number;
+  /** Tokens of `text`. */
+  tokens: number;
+  /** Tokens of every paragraph joined the same way, duplicates included. */
+  naiveTokens: number;
+  paragraphs: number;
+  kept: number;
+  duplicates: FindingDuplicate[];
+}
+
+/** One line of a stage card. */
+export interface StageReportItem {
+  label: string;
+  value: number | string;
+}
+
+/** A stage report shaped for a UI card. */
+export interface StageReport {
+  stage: 'deduplication';
+  tokens: number;
+  naiveTokens: number;
+  /** `(naiveTokens - tokens) / naiveTokens * 100`, one decimal; 0 when there were no tokens. */
+  savedPercent: number;
+  items: StageReportItem[];
+}
+
+/** Version of the findings paragraph splitting and key (from the native core). */
+export const FINDINGS_NORMALIZATION_VERSION: number = native.findingsNormalizationVersion();
+
+function isUtmName(pair: string): boolean {
+  const eq = pair.indexOf('=');
+  return (eq < 0 ? pair : pair.slice(0, eq)).toLowerCase().startsWith('utm_');
+}
+
+/**
+ * A canonical form of a URL, for grouping: WHATWG URL parsing, lowercase scheme and host, no
+ * fragment, no `utm_*` query parameters (name compared case-insensitively; the other parameters
+ * are kept byte for byte, in order), no default port, no trailing slash on the path.
+ * A string that does not parse as a URL is returned unchanged.
+ *
+ * @example canonicalizeUrl('HTTPS://Example.com:443/a/?utm_source=x&q=1#top') // 'https://example.com/a?q=1'
+ */
+export function canonicalizeUrl(url: string): string {
+  if (typeof url !== 'string') typeError('url', `must be a string, got ${describe(url)}`);
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return url;
+  }
+  parsed.hash = '';
+  if (parsed.hostname !== '') parsed.hostname = parsed.hostname.toLowerCase();
+  if (parsed.search !== '') {
+    const kept = parsed.search.slice(1).split('&').filter((pair) => pair !== '' && !isUtmName(pair));
+    parsed.search = kept.length === 0 ? '' : `?${kept.join('&')}`;
+  }
+  const href = parsed.href;
+  const tail = parsed.pathname.length + parsed.search.length;
+  const head = href.slice(0, href.length - tail);
+  const path = parsed.pathname.endsWith('/') ? parsed.pathname.slice(0, -1) : parsed.pathname;
+  return `${head}${path}${parsed.search}`;
+}
+
+function readField(options: Record<string, unknown>, key: string, fallback: string): string {
+  const value = options[key];
+  if (value === undefined) return fallback;
+  if (typeof value !== 'string') typeError(`options.${key}`, `must be a string, got ${describe(value)}`);
+  return value;
+}
+
+/**
+ * Groups sources by URL and keeps the most credible of each group.
+ *
+ * @returns the survivors sorted by credibility (descending, stable; the same object references)
+ *   and every pruned source with its reason.
+ * @throws TypeError naming the path if `sources` is not an array of objects, a URL is present but
+ *   not a string, or a credibility is present but not a number; RangeError if it is NaN or
+ *   infinite.
+ * @example
+ * dedupeSources([{ url: 'a', credibility_score: 0.2 }, { url: 'a', credibility_score: 0.9 }]).unique
+ * // -> [{ url: 'a', credibility_score: 0.9 }]
+ */
+export function dedupeSources<S extends Source>(sources: readonly S[], options?: DedupeSourcesOptions): DedupeSourcesResult<S> {
+  expectArray(sources, 'sources');
+  expectOptions(options);
+  const o = (options ?? {}) as Record<string, unknown>;
+  const credibilityField = readField(o, 'credibilityField', 'credibility_score');
+  const urlField = readField(o, 'urlField', 'url');
+  const canonical = optionalBoolean(o['canonicalizeUrls'], 'options.canonicalizeUrls', false);
+
+  const pruned: PrunedSource<S>[] = [];
+  const indices: number[] = [];
+  const keys: string[] = [];
+  const all = new Float64Array(sources.length);
+  sources.forEach((source, i) => {
+    expectObject(source, `sources[${i}]`);
+    const score = source[credibilityField];
+    if (score !== undefined) {
+      if (typeof score !== 'number') typeError(`sources[${i}].${credibilityField}`, `must be a number, got ${describe(score)}`);
+      if (!Number.isFinite(score)) rangeError(`sources[${i}].${credibilityField}`, `must be finite, got ${score}`);
+    }
+    all[i] = (score as number | undefined) ?? 0;
+    const url = source[urlField];
+    if (url === undefined || url === null || (typeof url === 'string' && url.trim() === '')) {
+      pruned.push({ index: i, source: source as S, reason: 'no-url' });
+      return;
+    }
+    if (typeof url !== 'string') typeError(`sources[${i}].${urlField}`, `must be a string, got ${describe(url)}`);
+    indices.push(i);
+    keys.push(canonical ? canonicalizeUrl(url) : url);
+  });
+
+  const scores = Float64Array.from(indices, (i) => all[i] as number);
+  const survivor = native.scoredSurvivors(keys, scores);
+  const unique: number[] = [];
+  for (let k = 0; k < indices.length; k++) {
+    const index = indices[k] as number;
+    const keep = survivor[k] as number;
+    if (keep === k) {
+      unique.push(index);
+    } else {
+      pruned.push({ index, source: sources[index] as S, reason: 'duplicate', duplicateOf: indices[keep] as number, key: keys[k] as string });
+    }
+  }
+  unique.sort((a, b) => (all[b] as number) - (all[a] as number) || a - b);
+  pruned.sort((a, b) => a.index - b.index);
+  const withoutUrl = pruned.filter((p) => p.reason === 'no-url').length;
+  return {
+    unique: unique.map((i) => sources[i] as S),
+    pruned,
+    stats: { total: sources.length, unique: unique.length, pruned: pruned.length, withoutUrl, duplicates: pruned.length - withoutUrl },
+  };
+}
+
+/**
+ * Splits findings texts into paragraphs and keeps the first occurrence of each (see the module
+ * notes for the exact normalization). Paragraphs are trimmed; blank ones are dropped.
+ *
+ * @returns the kept paragraphs joined by a blank line, what was removed, and token counts.
+ * @throws TypeError naming the path if `findings` is not an array of strings; RangeError if
+ *   `minChars` is not a non-negative integer.
+ * @example
+ * dedupeFindings(['Rust is memory safe without a GC.\n\nA', 'rust is  memory safe without a gc.']).text
+ * // -> 'Rust is memory safe without a GC.\n\nA'
+ */
+export function dedupeFindings(findings: readonly string[], options?: DedupeFindingsOptions): DedupeFindingsResult {
+  expectArray(findings, 'findings');
+  findings.forEach((f, i) => {
+    if (typeof f !== 'string') typeError(`findings[${i}]`, `must be a string, got ${describe(f)}`);
+  });
+  expectOptions(options);
+  const o = (options ?? {}) as Record<string, unknown>;
+  const minChars = optionalNumber(o['minChars'], 'options.minChars', 20, { min: 0, max: 2 ** 32 - 1, integer: true });
+  const count = resolveTokenCounter(o['countTokens'], 'options.countTokens');
+
+  const result = native.dedupeFindings(findings as string[], minChars);
+  const n = result.first.length;
+  const paragraphs = new Array<string>(n);
+  for (let i = 0; i < n; i++) {
+    paragraphs[i] = (findings[result.text[i] as number] as string).slice(result.start[i], result.end[i]);
+  }
+  const kept: string[] = [];
+  const duplicates: FindingDuplicate[] = [];
+  for (let i = 0; i < n; i++) {
+    const first = result.first[i] as number;
+    if (first === i) {
+      kept.push(paragraphs[i] as string);
+    } else {
+      duplicates.push({
+        finding: result.text[i] as number,
+        paragraph: paragraphs[i] as string,
+        duplicateOfFinding: result.text[first] as number,
+        duplicateOf: paragraphs[first] as string,
+      });
+    }
+  }
+  const text = kept.join('\n\n');
+  const tokens = count(text);
+  const naiveTokens = duplicates.length === 0 ? tokens : count(paragraphs.join('\n\n'));
+  return { text, removed: duplicates.length, tokensSaved: naiveTokens - tokens, tokens, naiveTokens, paragraphs: n, kept: kept.length, duplicates };
+}
+
+/**
+ * The dedup key of one paragraph: `paragraph.toLowerCase().replace(/\s+/g, ' ').trim()`,
+ * computed by the native core.
+ *
+ * @throws TypeError if `paragraph` is not a string.
+ */
+export function findingKey(paragraph: string): string {
+  if (typeof paragraph !== 'string') typeError('paragraph', `must be a string, got ${describe(paragraph)}`);
+  return native.paragraphKeys([paragraph])[0] as string;
+}
+
+function round1(x: number): number {
+  return Math.round(x * 10) / 10;
+}
+
+/**
+ * The report card of the research dedup stage: findings tokens before and after, and the source
+ * and findings counts as labelled items.
+ *
+ * @throws TypeError if neither result is given or one is not an object.
+ */
+export function researchStageReport(results: { sources?: DedupeSourcesResult; findings?: DedupeFindingsResult }): StageReport {
+  expectObject(results, 'results');
+  const { sources, findings } = results;
+  if (sources === undefined && findings === undefined) typeError('results', 'must hold sources and/or findings');
+  const items: StageReportItem[] = [];
+  if (sources !== undefined) {
+    expectObject(sources, 'results.sources');
+    items.push(
+      { label: 'Sources', value: sources.stats.total },
+      { label: 'Unique sources', value: sources.stats.unique },
+      { label: 'Pruned sources', value: sources.stats.pruned },
+    );
+  }
+  let tokens = 0;
+  let naiveTokens = 0;
+  if (findings !== undefined) {
+    expectObject(findings, 'results.findings');
+    tokens = findings.tokens;
+    naiveTokens = findings.naiveTokens;
+    items.push(
+      { label: 'Duplicate paragraphs removed', value: findings.removed },
+      { label: 'Findings tokens saved', value: findings.tokensSaved },
+    );
+  }
+  const savedPercent = naiveTokens > 0 ? round1(((naiveTokens - tokens) / naiveTokens) * 100) : 0;
+  return { stage: 'deduplication', tokens, naiveTokens, savedPercent, items };
+}
+
+/**
+ * Runs {@link dedupeSources} and {@link dedupeFindings} and builds the stage report.
+ *
+ * @throws the errors of the two stages.
+ */
+export function dedupeResearch<S extends Source>(
+  input: { sources: readonly S[]; findings: readonly string[] },
+  options?: DedupeSourcesOptions & DedupeFindingsOptions,
+): { sources: DedupeSourcesResult<S>; findings: DedupeFindingsResult; report: StageReport } {
+  expectObject(input, 'input');
+  expectOptions(options);
+  const { credibilityField, urlField, canonicalizeUrls, minChars, countTokens } = options ?? {};
+  const sourceOptions: DedupeSourcesOptions = {};
+  if (credibilityField !== undefined) sourceOptions.credibilityField = credibilityField;
+  if (urlField !== undefined) sourceOptions.urlField = urlField;
+  if (canonicalizeUrls !== undefined) sourceOptions.canonicalizeUrls = canonicalizeUrls;
+  const findingOptions: DedupeFindingsOptions = {};
+  if (minChars !== undefined) findingOptions.minChars = minChars;
+  if (countTokens !== undefined) findingOptions.countTokens = countTokens;
+  const sources = dedupeSources(input.sources, sourceOptions);
+  const findings = dedupeFindings(input.findings, findingOptions);
+  return { sources, findings, report: researchStageReport({ sources, findings }) };
+}

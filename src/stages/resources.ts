@@ -1,0 +1,798 @@
+/**
+ * Stage `resources`: stop re-delivering resource content the model already has.
+ *
+ * A {@link ResourceLedger} is scoped to one conversation. It records every delivery of resource
+ * content (user attachments and tool responses) by URI and SHA-256 checksum, and rewrites each
+ * new tool response block by block: a resource block whose URI (an opaque string, compared
+ * exactly, never canonicalized) and checksum both equal an earlier delivery that the model can
+ * still see is replaced by a short reference message. Everything else passes through. The tool
+ * itself always runs; only its output is rewritten.
+ *
+ * Rules, in the order they are applied to a resource block of a tool response:
+ * 1. `enabled: false` (conversation level): delivered, nothing recorded.
+ * 2. Content of at most `minBytes` bytes (UTF-8 bytes of a string, or the bytes given): delivered,
+ *    not recorded (an identical later block is just as small, so it is never referenced).
+ * 3. Tool configured with `deduplicate: false`: delivered and recorded (later calls of other
+ *    tools may point to it).
+ * 4. An earlier delivery with the same URI and checksum, made at turn `t` with
+ *    `turn - t <= lookbackTurns` and not forgotten: replaced by a reference to the earliest such
+ *    delivery, unless the reference message is not shorter (in UTF-8 bytes) than the content.
+ * 5. Otherwise delivered and recorded. When every matching delivery is older than the lookback
+ *    (`turn - t > lookbackTurns`), this new delivery is the one later references point to.
+ * @module
+ */
+import { describe, expectArray, expectObject, expectOptions, optionalBoolean, optionalNumber, rangeError, typeError } from '../errors.js';
+import { native } from '../native.js';
+import { resolveTokenCounter, type TokenCounter, type TokenCounterOption } from '../tokens.js';
+
+/** Resource content delivered to the model. */
+export interface ResourceBlock {
+  type: 'resource';
+  /** Opaque identifier, compared exactly (no canonicalization). */
+  uri: string;
+  /** A well-formed string (checksummed as UTF-8) or raw bytes (checksummed as given). */
+  content: string | Uint8Array;
+  mimeType?: string;
+}
+
+/** Plain text; always passes through. */
+export interface TextBlock {
+  type: 'text';
+  text: string;
+}
+
+/** One block of a tool response. */
+export type ContentBlock = ResourceBlock | TextBlock;
+
+/** Where a delivery happened. */
+export type DeliveryLocation =
+  | { kind: 'attachment'; turn: number }
+  | { kind: 'tool'; turn: number; tool: string; callId: string };
+
+/** Per-tool settings. */
+export interface ToolDedupSettings {
+  /** `false` delivers this tool's output in full every time. Default `true`. */
+  deduplicate?: boolean;
+}
+
+/** The plain-data settings of a ledger (also what the TOML loader returns). */
+export interface ResourceDedupSettings {
+  /** Conversation-level switch. Default `true`. */
+  enabled?: boolean;
+  /** Blocks whose raw content is at most this many bytes are always delivered. Default `300`. */
+  minBytes?: number;
+  /**
+   * A delivery made at turn `t` can be referenced up to turn `t + lookbackTurns`; later, the
+   * content is delivered again in full. Default `30`.
+   */
+  lookbackTurns?: number;
+  /** Settings by tool name. */
+  tools?: Record<string, ToolDedupSettings>;
+}
+
+/** What a reference message may say. */
+export interface ResourceReferenceInfo {
+  uri: string;
+  /** Full lowercase hex SHA-256 of the content. */
+  sha256: string;
+  /** `sha256:` followed by the first 12 hex digits. */
+  checksum: string;
+  /** Content size in bytes. */
+  bytes: number;
+  mimeType?: string;
+  /** The delivery the reference points to. */
+  original: DeliveryLocation;
+  /** `original` in words: "the attachment at turn 3" or "tool call `c7` in turn 3". */
+  location: string;
+}
+
+/** Options of {@link ResourceLedger}. */
+export interface ResourceLedgerOptions extends ResourceDedupSettings {
+  /**
+   * Reference message: a template (`{uri}`, `{checksum}`, `{sha256}`, `{location}`, `{turn}`,
+   * `{bytes}`, `{mimeType}` are filled in) or a function. Default {@link DEFAULT_RESOURCE_TEMPLATE}.
+   */
+  reference?: string | ((info: ResourceReferenceInfo) => string);
+  /** Token counter for the reports: an encoding name or a function. Default `o200k_base`. */
+  countTokens?: TokenCounterOption;
+}
+
+/** A user attachment, recorded with {@link ResourceLedger.recordAttachment}. */
+export interface Attachment {
+  uri: string;
+  content: string | Uint8Array;
+  turn: number;
+  mimeType?: string;
+}
+
+/** A tool response, rewritten by {@link ResourceLedger.process}. */
+export interface ToolResponse<B extends ContentBlock = ContentBlock> {
+  turn: number;
+  tool: string;
+  callId: string;
+  blocks: readonly B[];
+}
+
+/** Why a resource block was delivered in full. */
+export type DeliveryReason = 'new' | 'changed' | 'expired' | 'small' | 'opted-out' | 'disabled' | 'not-shorter';
+
+/** What happened to one resource block. */
+export type ResourceDecision =
+  | {
+      action: 'referenced';
+      /** Index of the block in the response. */
+      index: number;
+      uri: string;
+      bytes: number;
+      sha256: string;
+      /** The delivery the reference points to. */
+      original: DeliveryLocation;
+      /** Content bytes minus reference bytes (UTF-8). */
+      bytesSaved: number;
+      /** Content tokens minus reference tokens. */
+      tokensSaved: number;
+      /** The replaced block itself (what {@link restoreResources} puts back). */
+      block: ResourceBlock;
+    }
+  | {
+      action: 'delivered';
+      index: number;
+      uri: string;
+      bytes: number;
+      /** Absent for `small` and `disabled` blocks, which are not checksummed. */
+      sha256?: string;
+      /**
+       * `new`: URI never delivered; `changed`: URI delivered with other content; `expired`: same
+       * content, but every earlier delivery is older than the lookback; `small`: at most
+       * `minBytes`; `opted-out`: the tool has `deduplicate: false`; `disabled`: the ledger is
+       * disabled; `not-shorter`: the reference would not be shorter than the content.
+       */
+      reason: DeliveryReason;
+    };
+
+/** Totals of one tool response. */
+export interface ResourceReport {
+  blocks: number;
+  resourceBlocks: number;
+  /** Resource blocks replaced by a reference. */
+  matched: number;
+  /** Resource blocks delivered in full. */
+  delivered: number;
+  /** UTF-8 bytes of all resource contents. */
+  bytesBefore: number;
+  /** UTF-8 bytes of what replaced them: delivered contents plus reference messages. */
+  bytesAfter: number;
+  bytesSaved: number;
+  tokensSaved: number;
+}
+
+/** Result of {@link ResourceLedger.process}. */
+export interface ProcessResult<B extends ContentBlock = ContentBlock> {
+  /** The response's blocks, references in place of matched resource blocks, in order. */
+  blocks: (B | TextBlock)[];
+  /** One entry per resource block, in order. */
+  decisions: ResourceDecision[];
+  report: ResourceReport;
+}
+
+/** Result of {@link ResourceLedger.recordAttachment}. */
+export interface AttachmentRecord {
+  /** Whether the ledger now knows this content (false when disabled or at most `minBytes`). */
+  recorded: boolean;
+  bytes: number;
+  sha256?: string;
+}
+
+/** Running totals of a ledger (persisted with it). */
+export interface ResourceLedgerTotals {
+  responses: number;
+  resourceBlocks: number;
+  matched: number;
+  bytesSaved: number;
+  tokensSaved: number;
+}
+
+/** A recorded delivery: never content, only its identity and location. */
+export interface DeliveryRecord {
+  uri: string;
+  sha256: string;
+  bytes: number;
+  location: DeliveryLocation;
+}
+
+/** The JSON form of a ledger ({@link ResourceLedger.toJSON}, {@link ResourceLedger.fromJSON}). */
+export interface ResourceLedgerJSON {
+  format: typeof LEDGER_FORMAT;
+  version: typeof LEDGER_VERSION;
+  /** The latest turn seen, or `null` before any. */
+  turn: number | null;
+  settings: Required<Omit<ResourceDedupSettings, 'tools'>> & { tools: Record<string, { deduplicate: boolean }> };
+  deliveries: DeliveryRecord[];
+  totals: ResourceLedgerTotals;
+}
+
+/** The `format` field of a serialized ledger. */
+export const LEDGER_FORMAT = 'ctxdedup/resource-ledger';
+/** The `version` field of a serialized ledger. */
+export const LEDGER_VERSION = 1;
+
+/** Default reference message. */
+export const DEFAULT_RESOURCE_TEMPLATE =
+  '[ctxdedup] The content of {uri} has not changed ({checksum}): it is identical to {location}, which is still in this conversation.';
+
+/** Default settings. */
+export const DEFAULT_RESOURCE_SETTINGS: Readonly<Required<Omit<ResourceDedupSettings, 'tools'>>> = Object.freeze({
+  enabled: true,
+  minBytes: 300,
+  lookbackTurns: 30,
+});
+
+const MAX_INT = Number.MAX_SAFE_INTEGER;
+const decoder = new TextDecoder('utf-8');
+
+function utf8Length(text: string): number {
+  return Buffer.byteLength(text, 'utf8');
+}
+
+/** `original` in words, as `{location}` fills it. */
+export function describeLocation(location: DeliveryLocation): string {
+  return location.kind === 'attachment'
+    ? `the attachment at turn ${location.turn}`
+    : `tool call \`${location.callId}\` in turn ${location.turn}`;
+}
+
+function fillTemplate(template: string, info: ResourceReferenceInfo): string {
+  return template.replace(/\{(uri|checksum|sha256|location|turn|bytes|mimeType)\}/g, (_, key: string) => {
+    switch (key) {
+      case 'uri':
+        return info.uri;
+      case 'checksum':
+        return info.checksum;
+      case 'sha256':
+        return info.sha256;
+      case 'location':
+        return info.location;
+      case 'turn':
+        return String(info.original.turn);
+      case 'bytes':
+        return String(info.bytes);
+      default:
+        return info.mimeType ?? '';
+    }
+  });
+}
+
+function referenceOf(option: unknown): (info: ResourceReferenceInfo) => string {
+  if (option === undefined) return (info) => fillTemplate(DEFAULT_RESOURCE_TEMPLATE, info);
+  if (typeof option === 'string') return (info) => fillTemplate(option, info);
+  if (typeof option === 'function') {
+    return (info) => {
+      const text: unknown = option(info);
+      if (typeof text !== 'string') typeError('options.reference()', `must return a string, got ${describe(text)}`);
+      return text;
+    };
+  }
+  return typeError('options.reference', `must be a string template or a function, got ${describe(option)}`);
+}
+
+interface Settings {
+  enabled: boolean;
+  minBytes: number;
+  lookbackTurns: number;
+  tools: Map<string, boolean>;
+}
+
+function readTools(value: unknown, path: string, into: Map<string, boolean>): void {
+  if (value === undefined) return;
+  expectObject(value, path);
+  for (const [name, settings] of Object.entries(value)) {
+    const toolPath = `${path}[${JSON.stringify(name)}]`;
+    expectObject(settings, toolPath);
+    const dedup = optionalBoolean(settings['deduplicate'], `${toolPath}.deduplicate`, true);
+    into.set(name, dedup);
+  }
+}
+
+function readSettings(source: Record<string, unknown>, path: string, base: Settings): Settings {
+  const tools = new Map(base.tools);
+  readTools(source['tools'], `${path}.tools`, tools);
+  return {
+    enabled: optionalBoolean(source['enabled'], `${path}.enabled`, base.enabled),
+    minBytes: optionalNumber(source['minBytes'], `${path}.minBytes`, base.minBytes, { min: 0, max: MAX_INT, integer: true }),
+    lookbackTurns: optionalNumber(source['lookbackTurns'], `${path}.lookbackTurns`, base.lookbackTurns, {
+      min: 0,
+      max: MAX_INT,
+      integer: true,
+    }),
+    tools,
+  };
+}
+
+function defaults(): Settings {
+  return { ...DEFAULT_RESOURCE_SETTINGS, tools: new Map() };
+}
+
+function readTurn(value: unknown, path: string, current: number): number {
+  if (typeof value !== 'number') typeError(path, `must be a number, got ${describe(value)}`);
+  if (!Number.isInteger(value) || value < 0 || value > MAX_INT) rangeError(path, `must be a non-negative integer, got ${value}`);
+  if (value < current) rangeError(path, `is ${value}, but the conversation is already at turn ${current} (turns cannot go backwards)`);
+  return value;
+}
+
+function readString(value: unknown, path: string): string {
+  if (typeof value !== 'string') typeError(path, `must be a string, got ${describe(value)}`);
+  return value;
+}
+
+function readContent(value: unknown, path: string): string | Uint8Array {
+  if (typeof value === 'string') {
+    if (!value.isWellFormed()) {
+      typeError(
+        path,
+        'contains a lone surrogate, so its SHA-256 cannot be computed faithfully (it has no UTF-8 encoding); pass the content as bytes (a Uint8Array) instead',
+      );
+    }
+    return value;
+  }
+  if (value instanceof Uint8Array) return value;
+  return typeError(path, `must be a string or a Uint8Array, got ${describe(value)}`);
+}
+
+function readMimeType(value: unknown, path: string): void {
+  if (value !== undefined && typeof value !== 'string') typeError(path, `must be a string if present, got ${describe(value)}`);
+}
+
+/** Validated resource blocks of a response: their positions, URIs and contents. */
+interface ResourceInput {
+  index: number[];
+  uris: string[];
+  contents: (string | Uint8Array)[];
+}
+
+function readBlocks(blocks: unknown, path: string): ResourceInput {
+  expectArray(blocks, path);
+  const input: ResourceInput = { index: [], uris: [], contents: [] };
+  blocks.forEach((block, i) => {
+    const at = `${path}[${i}]`;
+    expectObject(block, at);
+    const type = block['type'];
+    if (type === 'text') {
+      readString(block['text'], `${at}.text`);
+    } else if (type === 'resource') {
+      input.index.push(i);
+      input.uris.push(readString(block['uri'], `${at}.uri`));
+      input.contents.push(readContent(block['content'], `${at}.content`));
+      readMimeType(block['mimeType'], `${at}.mimeType`);
+    } else {
+      typeError(`${at}.type`, `must be 'resource' or 'text', got ${typeof type === 'string' ? JSON.stringify(type) : describe(type)}`);
+    }
+  });
+  return input;
+}
+
+/**
+ * Byte lengths of a batch, and the checksums of the contents longer than `minBytes` from one
+ * native call. Strings are measured here: `Buffer.byteLength` is far faster than the Node-API
+ * length query, and the native side checks the lengths it is given.
+ */
+function checksums(contents: (string | Uint8Array)[], minBytes: number): { bytes: Float64Array; sha: (string | undefined)[] } {
+  const bytes = new Float64Array(contents.length);
+  let hashed = 0;
+  for (let i = 0; i < contents.length; i++) {
+    const content = contents[i] as string | Uint8Array;
+    const size = typeof content === 'string' ? Buffer.byteLength(content, 'utf8') : content.byteLength;
+    bytes[i] = size;
+    if (size > minBytes) hashed++;
+  }
+  const sha = new Array<string | undefined>(contents.length);
+  if (hashed === 0) return { bytes, sha };
+  const hex = native.resourceChecksums(contents, bytes, minBytes);
+  let next = 0;
+  for (let i = 0; i < contents.length; i++) {
+    if ((bytes[i] as number) > minBytes) {
+      sha[i] = hex.slice(next, next + 64);
+      next += 64;
+    }
+  }
+  return { bytes, sha };
+}
+
+function contentText(content: string | Uint8Array): string {
+  return typeof content === 'string' ? content : decoder.decode(content);
+}
+
+function emptyTotals(): ResourceLedgerTotals {
+  return { responses: 0, resourceBlocks: 0, matched: 0, bytesSaved: 0, tokensSaved: 0 };
+}
+
+/**
+ * The resource deliveries of one conversation, and the rewriting of new tool responses.
+ *
+ * @example
+ * const ledger = new ResourceLedger({ tools: { run_tests: { deduplicate: false } } });
+ * ledger.recordAttachment({ uri: 'file:///src/foo.rs', content: fooRs, turn: 1 });
+ * const { blocks, report } = ledger.process({ turn: 3, tool: 'read_file', callId: 'c1', blocks: toolBlocks });
+ * // blocks: the foo.rs resource block is now a short reference to "the attachment at turn 1"
+ */
+export class ResourceLedger {
+  #settings: Settings;
+  #reference: (info: ResourceReferenceInfo) => string;
+  #countTokens: TokenCounter;
+  /** uri -> checksum -> deliveries, oldest first. */
+  #byUri = new Map<string, Map<string, DeliveryRecord[]>>();
+  #turn = -1;
+  #totals = emptyTotals();
+  /** Token counts by checksum, computed on first match (memory only). */
+  #tokenCache = new Map<string, number>();
+
+  /**
+   * @throws TypeError / RangeError naming the option (`options.minBytes must be in [0, ...]`).
+   */
+  constructor(options?: ResourceLedgerOptions) {
+    expectOptions(options);
+    const o = (options ?? {}) as Record<string, unknown>;
+    this.#settings = readSettings(o, 'options', defaults());
+    this.#reference = referenceOf(o['reference']);
+    this.#countTokens = resolveTokenCounter(o['countTokens'], 'options.countTokens');
+  }
+
+  /** The effective settings (a copy). */
+  get settings(): ResourceLedgerJSON['settings'] {
+    const { enabled, minBytes, lookbackTurns, tools } = this.#settings;
+    const out: Record<string, { deduplicate: boolean }> = {};
+    for (const [name, deduplicate] of tools) out[name] = { deduplicate };
+    return { enabled, minBytes, lookbackTurns, tools: out };
+  }
+
+  /** The latest turn seen, or `null` before any. */
+  get turn(): number | null {
+    return this.#turn < 0 ? null : this.#turn;
+  }
+
+  /** Running totals over every processed response. */
+  get totals(): ResourceLedgerTotals {
+    return { ...this.#totals };
+  }
+
+  /** Every recorded delivery, oldest first (copies). */
+  deliveries(): DeliveryRecord[] {
+    const all: DeliveryRecord[] = [];
+    for (const byChecksum of this.#byUri.values()) {
+      for (const list of byChecksum.values()) for (const d of list) all.push({ ...d, location: { ...d.location } });
+    }
+    return all.sort((a, b) => a.location.turn - b.location.turn);
+  }
+
+  /**
+   * Records a user attachment delivered in full at `turn` (attachments are never rewritten).
+   *
+   * @throws TypeError if `uri` is not a string, `content` is neither a string nor a Uint8Array,
+   *   or is a string with a lone surrogate (pass bytes instead); RangeError if `turn` is not a
+   *   non-negative integer or is before the latest turn seen.
+   */
+  recordAttachment(attachment: Attachment): AttachmentRecord {
+    expectObject(attachment, 'attachment');
+    const uri = readString(attachment['uri'], 'attachment.uri');
+    const content = readContent(attachment['content'], 'attachment.content');
+    readMimeType(attachment['mimeType'], 'attachment.mimeType');
+    const turn = readTurn(attachment['turn'], 'attachment.turn', this.#turn);
+    const { enabled, minBytes } = this.#settings;
+    const { bytes, sha } = checksums([content], enabled ? minBytes : MAX_INT);
+    this.#turn = turn;
+    const size = bytes[0] as number;
+    const sha256 = sha[0];
+    if (sha256 === undefined) return { recorded: false, bytes: size };
+    this.#add({ uri, sha256, bytes: size, location: { kind: 'attachment', turn } });
+    return { recorded: true, bytes: size, sha256 };
+  }
+
+  /**
+   * Rewrites a tool response block by block (see the module rules) and records what it delivers.
+   * Input is validated in full before anything is recorded; on error the ledger is unchanged.
+   *
+   * @returns the blocks to send to the model, one decision per resource block, and totals.
+   * @throws TypeError naming the path (`response.blocks[2].uri must be a string`) for a missing or
+   *   non-string URI, tool or call id, content that is neither a string nor a Uint8Array, a string
+   *   content with a lone surrogate (pass bytes instead), or an unknown block type; RangeError for
+   *   a negative or non-integer turn, or a turn before the latest one seen.
+   */
+  process<B extends ContentBlock>(response: ToolResponse<B>): ProcessResult<B> {
+    expectObject(response, 'response');
+    const turn = readTurn(response['turn'], 'response.turn', this.#turn);
+    const tool = readString(response['tool'], 'response.tool');
+    const callId = readString(response['callId'], 'response.callId');
+    const blocks = response['blocks'] as readonly B[];
+    const input = readBlocks(blocks, 'response.blocks');
+    const { enabled, minBytes, lookbackTurns } = this.#settings;
+    const optedOut = this.#settings.tools.get(tool) === false;
+    const { bytes, sha } = checksums(input.contents, enabled ? minBytes : MAX_INT);
+
+    // Plan everything first (user callbacks may throw), then commit.
+    const location: DeliveryLocation = { kind: 'tool', turn, tool, callId };
+    const out: (B | TextBlock)[] = blocks.slice();
+    const decisions: ResourceDecision[] = [];
+    const pending: DeliveryRecord[] = [];
+    const tokenUpdates = new Map<string, number>();
+    let bytesBefore = 0;
+    let bytesAfter = 0;
+    let tokensSaved = 0;
+    for (let k = 0; k < input.index.length; k++) {
+      const index = input.index[k] as number;
+      const uri = input.uris[k] as string;
+      const size = bytes[k] as number;
+      const sha256 = sha[k];
+      bytesBefore += size;
+      const deliver = (reason: DeliveryReason): void => {
+        bytesAfter += size;
+        if (sha256 === undefined) {
+          decisions.push({ action: 'delivered', index, uri, bytes: size, reason });
+          return;
+        }
+        decisions.push({ action: 'delivered', index, uri, bytes: size, sha256, reason });
+        pending.push({ uri, sha256, bytes: size, location });
+      };
+      if (!enabled) {
+        deliver('disabled');
+        continue;
+      }
+      if (sha256 === undefined) {
+        deliver('small');
+        continue;
+      }
+      if (optedOut) {
+        deliver('opted-out');
+        continue;
+      }
+      const found = this.#lookup(uri, sha256, turn, lookbackTurns, pending);
+      if (found.original === undefined) {
+        deliver(found.reason);
+        continue;
+      }
+      const block = blocks[index] as unknown as ResourceBlock;
+      const info: ResourceReferenceInfo = {
+        uri,
+        sha256,
+        checksum: `sha256:${sha256.slice(0, 12)}`,
+        bytes: size,
+        original: { ...found.original.location },
+        location: describeLocation(found.original.location),
+      };
+      if (block.mimeType !== undefined) info.mimeType = block.mimeType;
+      const text = this.#reference(info);
+      const referenceBytes = utf8Length(text);
+      if (referenceBytes >= size) {
+        deliver('not-shorter');
+        continue;
+      }
+      let contentTokens = this.#tokenCache.get(sha256) ?? tokenUpdates.get(sha256);
+      if (contentTokens === undefined) {
+        contentTokens = this.#countTokens(contentText(block.content));
+        tokenUpdates.set(sha256, contentTokens);
+      }
+      const saved = contentTokens - this.#countTokens(text);
+      out[index] = { type: 'text', text };
+      bytesAfter += referenceBytes;
+      tokensSaved += saved;
+      decisions.push({
+        action: 'referenced',
+        index,
+        uri,
+        bytes: size,
+        sha256,
+        original: info.original,
+        bytesSaved: size - referenceBytes,
+        tokensSaved: saved,
+        block,
+      });
+    }
+
+    this.#turn = turn;
+    for (const d of pending) this.#add(d);
+    for (const [key, n] of tokenUpdates) this.#tokenCache.set(key, n);
+    const matched = decisions.filter((d) => d.action === 'referenced').length;
+    const report: ResourceReport = {
+      blocks: blocks.length,
+      resourceBlocks: input.index.length,
+      matched,
+      delivered: input.index.length - matched,
+      bytesBefore,
+      bytesAfter,
+      bytesSaved: bytesBefore - bytesAfter,
+      tokensSaved,
+    };
+    const t = this.#totals;
+    t.responses++;
+    t.resourceBlocks += report.resourceBlocks;
+    t.matched += matched;
+    t.bytesSaved += report.bytesSaved;
+    t.tokensSaved += tokensSaved;
+    return { blocks: out, decisions, report };
+  }
+
+  /**
+   * Forgets every delivery made in one of `turns` (their content left the context, e.g. after
+   * compaction), so no reference ever points at content the model can no longer see.
+   *
+   * @returns the number of deliveries forgotten.
+   * @throws TypeError / RangeError if `turns` is not an array of non-negative integers.
+   */
+  forgetTurns(turns: readonly number[]): number {
+    expectArray(turns, 'turns');
+    const set = new Set<number>();
+    turns.forEach((t, i) => set.add(readTurn(t, `turns[${i}]`, 0)));
+    return this.#remove((d) => set.has(d.location.turn));
+  }
+
+  /**
+   * Forgets every delivery made before `turn` (for a conversation compacted up to that turn).
+   *
+   * @returns the number of deliveries forgotten.
+   * @throws RangeError if `turn` is not a non-negative integer.
+   */
+  compactBefore(turn: number): number {
+    const limit = readTurn(turn, 'turn', 0);
+    return this.#remove((d) => d.location.turn < limit);
+  }
+
+  /**
+   * Forgets the deliveries of the given tool calls (for a context that dropped those results).
+   *
+   * @returns the number of deliveries forgotten.
+   * @throws TypeError if `callIds` is not an array of strings.
+   */
+  forgetCalls(callIds: readonly string[]): number {
+    expectArray(callIds, 'callIds');
+    const set = new Set(callIds.map((id, i) => readString(id, `callIds[${i}]`)));
+    return this.#remove((d) => d.location.kind === 'tool' && set.has(d.location.callId));
+  }
+
+  /** The ledger as plain JSON data: settings, deliveries and totals, never content. */
+  toJSON(): ResourceLedgerJSON {
+    return {
+      format: LEDGER_FORMAT,
+      version: LEDGER_VERSION,
+      turn: this.turn,
+      settings: this.settings,
+      deliveries: this.deliveries(),
+      totals: this.totals,
+    };
+  }
+
+  /**
+   * Rebuilds a ledger from {@link ResourceLedger.toJSON} output (parsed or as a JSON string).
+   * Settings in `options` override the saved ones; `reference` and `countTokens` are not saved.
+   *
+   * @throws TypeError / RangeError naming the path (`json.deliveries[3].sha256 ...`) if the data
+   *   is not a valid serialized ledger.
+   */
+  static fromJSON(json: unknown, options?: ResourceLedgerOptions): ResourceLedger {
+    const data: unknown = typeof json === 'string' ? parseJson(json) : json;
+    expectObject(data, 'json');
+    if (data['format'] !== LEDGER_FORMAT) typeError('json.format', `must be ${JSON.stringify(LEDGER_FORMAT)}, got ${JSON.stringify(data['format'])}`);
+    if (data['version'] !== LEDGER_VERSION) rangeError('json.version', `must be ${LEDGER_VERSION}, got ${JSON.stringify(data['version'])}`);
+    expectObject(data['settings'], 'json.settings');
+    const saved = readSettings(data['settings'], 'json.settings', defaults());
+    const turnValue = data['turn'];
+    const turn = turnValue === null ? -1 : readTurn(turnValue, 'json.turn', 0);
+    expectArray(data['deliveries'], 'json.deliveries');
+    const records = data['deliveries'].map((d, i) => readRecord(d, `json.deliveries[${i}]`, turn));
+    expectObject(data['totals'], 'json.totals');
+    const totals = emptyTotals();
+    for (const key of Object.keys(totals) as (keyof ResourceLedgerTotals)[]) {
+      totals[key] = optionalNumber(data['totals'][key], `json.totals.${key}`, 0, {
+        min: key === 'tokensSaved' || key === 'bytesSaved' ? -MAX_INT : 0,
+        max: MAX_INT,
+        integer: true,
+      });
+    }
+
+    expectOptions(options);
+    const ledger = new ResourceLedger(options);
+    ledger.#settings = readSettings((options ?? {}) as Record<string, unknown>, 'options', saved);
+    ledger.#turn = turn;
+    ledger.#totals = totals;
+    records.sort((a, b) => a.location.turn - b.location.turn);
+    for (const r of records) ledger.#add(r);
+    return ledger;
+  }
+
+  #add(record: DeliveryRecord): void {
+    let byChecksum = this.#byUri.get(record.uri);
+    if (byChecksum === undefined) {
+      byChecksum = new Map();
+      this.#byUri.set(record.uri, byChecksum);
+    }
+    const list = byChecksum.get(record.sha256);
+    if (list === undefined) byChecksum.set(record.sha256, [record]);
+    else list.push(record);
+  }
+
+  #lookup(
+    uri: string,
+    sha256: string,
+    turn: number,
+    lookbackTurns: number,
+    pending: readonly DeliveryRecord[],
+  ): { original: DeliveryRecord; reason?: undefined } | { original?: undefined; reason: DeliveryReason } {
+    const byChecksum = this.#byUri.get(uri);
+    const list = byChecksum?.get(sha256);
+    if (list !== undefined) {
+      for (const d of list) if (turn - d.location.turn <= lookbackTurns) return { original: d };
+    }
+    const same = pending.find((d) => d.uri === uri && d.sha256 === sha256);
+    if (same !== undefined) return { original: same };
+    if (list !== undefined) return { reason: 'expired' };
+    const seen = (byChecksum !== undefined && byChecksum.size > 0) || pending.some((d) => d.uri === uri);
+    return { reason: seen ? 'changed' : 'new' };
+  }
+
+  #remove(drop: (d: DeliveryRecord) => boolean): number {
+    let removed = 0;
+    for (const [uri, byChecksum] of this.#byUri) {
+      for (const [sha256, list] of byChecksum) {
+        const kept = list.filter((d) => !drop(d));
+        removed += list.length - kept.length;
+        if (kept.length === 0) {
+          byChecksum.delete(sha256);
+          this.#tokenCache.delete(sha256);
+        } else if (kept.length !== list.length) {
+          byChecksum.set(sha256, kept);
+        }
+      }
+      if (byChecksum.size === 0) this.#byUri.delete(uri);
+    }
+    return removed;
+  }
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (error) {
+    return typeError('json', `is not valid JSON: ${(error as Error).message}`);
+  }
+}
+
+const SHA256_HEX = /^[0-9a-f]{64}$/;
+
+function readRecord(value: unknown, path: string, latest: number): DeliveryRecord {
+  expectObject(value, path);
+  const uri = readString(value['uri'], `${path}.uri`);
+  const sha256 = readString(value['sha256'], `${path}.sha256`);
+  if (!SHA256_HEX.test(sha256)) typeError(`${path}.sha256`, 'must be 64 lowercase hex digits');
+  const bytes = optionalNumber(value['bytes'], `${path}.bytes`, Number.NaN, { min: 0, max: MAX_INT, integer: true });
+  if (Number.isNaN(bytes)) typeError(`${path}.bytes`, 'is missing');
+  const loc = value['location'];
+  expectObject(loc, `${path}.location`);
+  const turn = readTurn(loc['turn'], `${path}.location.turn`, 0);
+  if (turn > latest) rangeError(`${path}.location.turn`, `is ${turn}, after the ledger's latest turn ${latest}`);
+  let location: DeliveryLocation;
+  if (loc['kind'] === 'attachment') {
+    location = { kind: 'attachment', turn };
+  } else if (loc['kind'] === 'tool') {
+    location = {
+      kind: 'tool',
+      turn,
+      tool: readString(loc['tool'], `${path}.location.tool`),
+      callId: readString(loc['callId'], `${path}.location.callId`),
+    };
+  } else {
+    return typeError(`${path}.location.kind`, `must be 'attachment' or 'tool', got ${JSON.stringify(loc['kind'])}`);
+  }
+  return { uri, sha256, bytes, location };
+}
+
+/**
+ * Puts the original resource blocks back in place of their references.
+ *
+ * @param blocks the rewritten blocks returned by {@link ResourceLedger.process}.
+ * @param decisions the decisions returned with them.
+ * @returns a new array, equal element for element to the response's original blocks.
+ */
+export function restoreResources<B extends ContentBlock>(blocks: readonly (B | TextBlock)[], decisions: readonly ResourceDecision[]): B[] {
+  expectArray(blocks, 'blocks');
+  expectArray(decisions, 'decisions');
+  const out = blocks.slice() as B[];
+  for (const d of decisions) if (d.action === 'referenced') out[d.index] = d.block as B;
+  return out;
+}
