@@ -17,6 +17,7 @@ export {
   dedupeMessages,
   dedupeMessagesAsync,
   restoreMessages,
+  ASYNC_MIN_UNITS,
   DEFAULT_TEMPLATES,
   type Message,
   type DedupeMessagesOptions,

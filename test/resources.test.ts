@@ -278,6 +278,19 @@ describe('ResourceLedger: token accounting', () => {
     expect(r.report.tokensSaved).toBe(countTokens(FOO, 'cl100k_base') - countTokens((r.blocks[0] as { text: string }).text, 'cl100k_base'));
   });
 
+  it('counts byte contents as UTF-8 text when valid, else as base64', () => {
+    const ledger = new ResourceLedger(byChars);
+    const utf8 = new TextEncoder().encode(FOO);
+    const binary = Uint8Array.from({ length: 999 }, (_, i) => (i * 13 + 128) % 256);
+    read(ledger, 1, 'c1', res('text', utf8), res('bin', binary));
+    const r = read(ledger, 2, 'c2', res('text', utf8), res('bin', binary));
+    const refLength = (i: number) => (r.blocks[i] as { text: string }).text.length;
+    expect(r.decisions.map((d) => (d.action === 'referenced' ? d.tokensSaved : -1))).toEqual([
+      FOO.length - refLength(0),
+      Buffer.from(binary).toString('base64').length - refLength(1),
+    ]);
+  });
+
   it('rejects a counter that returns a bad value', () => {
     const ledger = new ResourceLedger({ countTokens: () => -1 });
     read(ledger, 1, 'c1', res('u', FOO));
@@ -544,5 +557,18 @@ description = "no dedup key here"
   ])('rejects %j', (text, type, message) => {
     expect(() => parseResourceConfig(text)).toThrow(type);
     expect(() => parseResourceConfig(text)).toThrow(message);
+  });
+});
+
+describe('tool names', () => {
+  it('treats any tool name as a plain key, __proto__ included', () => {
+    const settings = parseResourceConfig('[tools.__proto__]\ndeduplicate = false\n[tools.constructor]\ndeduplicate = false');
+    expect(Object.keys(settings.tools ?? {})).toEqual(['__proto__', 'constructor']);
+    const ledger = new ResourceLedger(settings);
+    expect(Object.keys(ledger.settings.tools)).toEqual(['__proto__', 'constructor']);
+    const r = ledger.process({ turn: 1, tool: '__proto__', callId: 'p', blocks: [res('u', FOO)] });
+    expect(actions(r.decisions)).toEqual(['opted-out']);
+    expect(actions(ledger.process({ turn: 1, tool: 'toString', callId: 't', blocks: [res('u', FOO)] }).decisions)).toEqual(['referenced']);
+    expect(Object.keys(ResourceLedger.fromJSON(JSON.stringify(ledger)).settings.tools)).toEqual(['__proto__', 'constructor']);
   });
 });

@@ -288,15 +288,29 @@ export function dedupeMessages<M extends Message>(messages: readonly M[], option
 }
 
 /**
+ * Batches up to this many UTF-16 units are analysed on the calling thread even by
+ * {@link dedupeMessagesAsync}: copying them for a worker costs more than the analysis itself
+ * (well under a millisecond at this size).
+ */
+export const ASYNC_MIN_UNITS = 1 << 18;
+
+/**
  * {@link dedupeMessages} with the analysis on a worker thread, so the event loop stays free.
  * Contents are copied before the promise is returned; later changes to the input do not matter.
+ * Small batches (up to {@link ASYNC_MIN_UNITS} code units) are analysed inline.
  */
 export async function dedupeMessagesAsync<M extends Message>(
   messages: readonly M[],
   options?: DedupeMessagesOptions,
 ): Promise<DedupeMessagesResult<M>> {
   const p = plan(messages, options);
-  const result = await native.analyzeMessagesAsync(p.input.contents, p.input.blocked, new Uint8Array(0), p.native);
+  let units = 0;
+  for (const content of p.input.contents) units += content.length;
+  const { contents, blocked } = p.input;
+  const result =
+    units <= ASYNC_MIN_UNITS
+      ? native.analyzeMessages(contents, blocked, new Uint8Array(0), p.native)
+      : await native.analyzeMessagesAsync(contents, blocked, new Uint8Array(0), p.native);
   return apply<M>(p, result);
 }
 

@@ -78,15 +78,16 @@ export function parseResourceConfig(toml: string, source = 'config'): ResourceDe
   }
   const tools = table(doc['tools'], at('tools'));
   if (tools !== undefined) {
-    const out: Record<string, ToolDedupSettings> = {};
+    const out: [string, ToolDedupSettings][] = [];
     for (const [name, value] of Object.entries(tools)) {
       const tool = table(value, at(`tools.${name}`)) as Record<string, unknown>;
       const dedupValue = tool['deduplicate'];
       if (dedupValue === undefined) continue;
       if (typeof dedupValue !== 'boolean') typeError(at(`tools.${name}.deduplicate`), `must be a boolean, got ${describe(dedupValue)}`);
-      out[name] = { deduplicate: dedupValue };
+      out.push([name, { deduplicate: dedupValue }]);
     }
-    settings.tools = out;
+    // fromEntries defines own properties, so a tool named `__proto__` stays a plain key.
+    settings.tools = Object.fromEntries(out);
   }
   return settings;
 }

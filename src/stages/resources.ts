@@ -93,7 +93,10 @@ export interface ResourceLedgerOptions extends ResourceDedupSettings {
    * `{bytes}`, `{mimeType}` are filled in) or a function. Default {@link DEFAULT_RESOURCE_TEMPLATE}.
    */
   reference?: string | ((info: ResourceReferenceInfo) => string);
-  /** Token counter for the reports: an encoding name or a function. Default `o200k_base`. */
+  /**
+   * Token counter for the reports: an encoding name or a function. Default `o200k_base`. Byte
+   * contents are counted as their UTF-8 text when valid, else as their base64 encoding.
+   */
   countTokens?: TokenCounterOption;
 }
 
@@ -228,7 +231,7 @@ export const DEFAULT_RESOURCE_SETTINGS: Readonly<Required<Omit<ResourceDedupSett
 });
 
 const MAX_INT = Number.MAX_SAFE_INTEGER;
-const decoder = new TextDecoder('utf-8');
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
 
 function utf8Length(text: string): number {
   return Buffer.byteLength(text, 'utf8');
@@ -397,8 +400,17 @@ function checksums(contents: (string | Uint8Array)[], minBytes: number): { bytes
   return { bytes, sha };
 }
 
+/**
+ * The text whose tokens a content costs: a string as is; bytes that are valid UTF-8 as that text;
+ * other bytes as base64, the form binary resources take in a model's context (e.g. MCP `blob`).
+ */
 function contentText(content: string | Uint8Array): string {
-  return typeof content === 'string' ? content : decoder.decode(content);
+  if (typeof content === 'string') return content;
+  try {
+    return strictUtf8.decode(content);
+  } catch {
+    return Buffer.from(content.buffer, content.byteOffset, content.byteLength).toString('base64');
+  }
 }
 
 function emptyTotals(): ResourceLedgerTotals {
@@ -439,8 +451,8 @@ export class ResourceLedger {
   /** The effective settings (a copy). */
   get settings(): ResourceLedgerJSON['settings'] {
     const { enabled, minBytes, lookbackTurns, tools } = this.#settings;
-    const out: Record<string, { deduplicate: boolean }> = {};
-    for (const [name, deduplicate] of tools) out[name] = { deduplicate };
+    // fromEntries defines own properties, so a tool named `__proto__` stays a plain key.
+    const out = Object.fromEntries([...tools].map(([name, deduplicate]) => [name, { deduplicate }]));
     return { enabled, minBytes, lookbackTurns, tools: out };
   }
 

@@ -245,4 +245,42 @@ mod tests {
         let f = dedupe_findings(&Utf16Arena::new(), DEFAULT_MIN_KEY_UNITS);
         assert!(f.paragraphs.is_empty() && f.first.is_empty());
     }
+
+    proptest::proptest! {
+        #[test]
+        fn paragraphs_are_trimmed_ordered_and_free_of_blank_lines(
+            units in proptest::collection::vec(proptest::sample::select(vec![
+                0x61u16, 0x42, 0x20, 0x09, 0x0A, 0x0A, 0x0D, 0x85, 0xFEFF, 0x2028, 0x3A3, 0xD800, 0xDC00,
+            ]), 0..80)
+        ) {
+            let mut out = Vec::new();
+            split_paragraphs(&units, 0, &mut out);
+            let mut last_end = 0;
+            for p in &out {
+                proptest::prop_assert!(p.start >= last_end && p.start < p.end && p.end <= units.len());
+                let text = &units[p.start..p.end];
+                proptest::prop_assert_eq!(js_trim(text), text);
+                for line in text.split(|&u| u == LF) {
+                    proptest::prop_assert!(!js_trim(line).is_empty());
+                }
+                last_end = p.end;
+            }
+            // Nothing but whitespace lies outside the paragraphs.
+            let mut covered = vec![false; units.len()];
+            for p in &out {
+                covered[p.start..p.end].iter_mut().for_each(|c| *c = true);
+            }
+            for (i, &u) in units.iter().enumerate() {
+                proptest::prop_assert!(covered[i] || is_js_whitespace(u));
+            }
+        }
+
+        #[test]
+        fn keys_are_idempotent(units in proptest::collection::vec(proptest::sample::select(vec![
+            0x61u16, 0x42, 0x20, 0x09, 0x0A, 0x85, 0xFEFF, 0x130, 0x3A3, 0xD800, 0xDC00,
+        ]), 0..40)) {
+            let once = key(&units);
+            proptest::prop_assert_eq!(key(&once), once);
+        }
+    }
 }

@@ -56,6 +56,20 @@ impl Utf16Arena {
         }
     }
 
+    /// An empty arena that reuses `buffer`'s allocation (its contents are discarded).
+    pub fn from_buffer(mut buffer: Vec<u16>, count: usize) -> Self {
+        buffer.clear();
+        Self {
+            units: buffer,
+            ends: Vec::with_capacity(count),
+        }
+    }
+
+    /// Gives the unit buffer back (for reuse by [`Utf16Arena::from_buffer`]).
+    pub fn into_buffer(self) -> Vec<u16> {
+        self.units
+    }
+
     /// Appends one content written in place by `fill`, which gets room for `max_len` units and
     /// returns how many it wrote (saves a copy when the units come from elsewhere).
     pub fn push_with(&mut self, max_len: usize, fill: impl FnOnce(&mut [u16]) -> usize) {

@@ -55,7 +55,10 @@ impl Task for IngestHashTask {
     type JsValue = NativeIngestBatch;
 
     fn compute(&mut self) -> Result<Self::Output> {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hash_batch(&self.contents)))
+        let result =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hash_batch(&self.contents)));
+        crate::strings::buffer_pool::give_back(std::mem::take(&mut self.contents).into_buffer());
+        result
             .map_err(|_| {
                 Error::new(
                     Status::GenericFailure,

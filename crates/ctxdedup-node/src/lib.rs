@@ -163,10 +163,11 @@ impl Task for AnalyzeTask {
     type JsValue = NativeAnalysis;
 
     fn compute(&mut self) -> Result<Self::Output> {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             run_analysis(&self.contents, &self.blocked, &self.excluded, &self.options)
-        }))
-        .map_err(|_| {
+        }));
+        strings::buffer_pool::give_back(std::mem::take(&mut self.contents).into_buffer());
+        result.map_err(|_| {
             Error::new(
                 Status::GenericFailure,
                 "ctxdedup: internal error (panic) during analysis",

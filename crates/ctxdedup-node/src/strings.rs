@@ -45,7 +45,9 @@ impl JsStrings {
     pub fn to_arena(&self) -> Utf16Arena {
         let total: usize = self.lengths.iter().sum();
         // One spare unit for the terminator napi writes after the last content.
-        let mut arena = Utf16Arena::with_capacity(total + 1, self.values.len());
+        let mut buffer = buffer_pool::take();
+        buffer.reserve(total + 1);
+        let mut arena = Utf16Arena::from_buffer(buffer, self.values.len());
         for (i, &len) in self.lengths.iter().enumerate() {
             arena.push_with(len + 1, |room| {
                 let mut copied = 0usize;
@@ -134,5 +136,39 @@ impl FromNapiValue for JsStrings {
             lengths,
             buffer: RefCell::new(Vec::new()),
         })
+    }
+}
+
+/// Reuses the large unit buffers of asynchronous calls. A fresh multi-megabyte allocation is
+/// mapped page by page on first touch, which costs more than copying the strings into it; a
+/// server or the CLI calling again and again keeps its pages mapped instead.
+pub mod buffer_pool {
+    use std::sync::Mutex;
+
+    /// Buffers kept at most, and the largest one kept (in UTF-16 units: 128 MiB).
+    const MAX_BUFFERS: usize = 4;
+    const MAX_UNITS: usize = 64 << 20;
+
+    static POOL: Mutex<Vec<Vec<u16>>> = Mutex::new(Vec::new());
+
+    /// A buffer from the pool, or a new one.
+    pub fn take() -> Vec<u16> {
+        POOL.lock()
+            .map(|mut pool| pool.pop())
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+    }
+
+    /// Returns a buffer for reuse; oversized ones are dropped so idle memory stays bounded.
+    pub fn give_back(buffer: Vec<u16>) {
+        if buffer.capacity() > MAX_UNITS {
+            return;
+        }
+        if let Ok(mut pool) = POOL.lock() {
+            if pool.len() < MAX_BUFFERS {
+                pool.push(buffer);
+            }
+        }
     }
 }
