@@ -29,14 +29,17 @@ export interface ToolCall {
   function: { name: string; arguments: string };
 }
 
-/** A conversation message as `dedupeMessages()` and the CCE functions take it. */
-export interface TranscriptMessage {
+/**
+ * A conversation message as `dedupeMessages()` and the CCE functions take it (a type alias, not
+ * an interface, so it is assignable to their index-signature message types).
+ */
+export type TranscriptMessage = {
   id: string;
   role: 'system' | 'user' | 'assistant' | 'tool';
   content: string;
   tool_calls?: ToolCall[];
   tool_call_id?: string;
-}
+};
 
 /** Total `content.length` (UTF-16 code units) of a list of contents. */
 export function totalChars(contents: Iterable<string>): number {

@@ -57,7 +57,7 @@ export interface DeduplicateReport<T extends ContextItem = ContextItem> {
 }
 
 /** Batches up to this size take the JavaScript path under `engine: 'auto'`. */
-export const SMALL_BATCH = 64;
+export const SMALL_BATCH = 128;
 
 /** Validates the input; returns the contents and scores (in bulk, for one native call). */
 function readScored(scored: unknown): { contents: string[]; scores: Float64Array } {

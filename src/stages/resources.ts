@@ -355,21 +355,29 @@ interface ResourceInput {
 function readBlocks(blocks: unknown, path: string): ResourceInput {
   expectArray(blocks, path);
   const input: ResourceInput = { index: [], uris: [], contents: [] };
-  blocks.forEach((block, i) => {
-    const at = `${path}[${i}]`;
-    expectObject(block, at);
-    const type = block['type'];
+  // A plain loop with paths built only on error: this runs for every block of every response.
+  for (let i = 0; i < blocks.length; i++) {
+    const block: unknown = blocks[i];
+    if (typeof block !== 'object' || block === null || Array.isArray(block)) expectObject(block, `${path}[${i}]`);
+    const b = block as Record<string, unknown>;
+    const type = b['type'];
     if (type === 'text') {
-      readString(block['text'], `${at}.text`);
+      if (typeof b['text'] !== 'string') readString(b['text'], `${path}[${i}].text`);
     } else if (type === 'resource') {
+      const uri = b['uri'];
+      const content = b['content'];
+      const mimeType = b['mimeType'];
+      if (typeof uri !== 'string') readString(uri, `${path}[${i}].uri`);
+      const ok = content instanceof Uint8Array || (typeof content === 'string' && content.isWellFormed());
+      if (!ok) readContent(content, `${path}[${i}].content`);
+      if (mimeType !== undefined && typeof mimeType !== 'string') readMimeType(mimeType, `${path}[${i}].mimeType`);
       input.index.push(i);
-      input.uris.push(readString(block['uri'], `${at}.uri`));
-      input.contents.push(readContent(block['content'], `${at}.content`));
-      readMimeType(block['mimeType'], `${at}.mimeType`);
+      input.uris.push(uri as string);
+      input.contents.push(content as string | Uint8Array);
     } else {
-      typeError(`${at}.type`, `must be 'resource' or 'text', got ${typeof type === 'string' ? JSON.stringify(type) : describe(type)}`);
+      typeError(`${path}[${i}].type`, `must be 'resource' or 'text', got ${typeof type === 'string' ? JSON.stringify(type) : describe(type)}`);
     }
-  });
+  }
   return input;
 }
 
@@ -528,80 +536,77 @@ export class ResourceLedger {
     let bytesBefore = 0;
     let bytesAfter = 0;
     let tokensSaved = 0;
+    let matched = 0;
     for (let k = 0; k < input.index.length; k++) {
       const index = input.index[k] as number;
       const uri = input.uris[k] as string;
       const size = bytes[k] as number;
       const sha256 = sha[k];
       bytesBefore += size;
-      const deliver = (reason: DeliveryReason): void => {
-        bytesAfter += size;
-        if (sha256 === undefined) {
-          decisions.push({ action: 'delivered', index, uri, bytes: size, reason });
-          return;
+      let reason: DeliveryReason;
+      if (!enabled) {
+        reason = 'disabled';
+      } else if (sha256 === undefined) {
+        reason = 'small';
+      } else if (optedOut) {
+        reason = 'opted-out';
+      } else {
+        const found = this.#lookup(uri, sha256, turn, lookbackTurns, pending);
+        if (found.original === undefined) {
+          reason = found.reason;
+        } else {
+          const block = blocks[index] as unknown as ResourceBlock;
+          const info: ResourceReferenceInfo = {
+            uri,
+            sha256,
+            checksum: `sha256:${sha256.slice(0, 12)}`,
+            bytes: size,
+            original: { ...found.original.location },
+            location: describeLocation(found.original.location),
+          };
+          if (block.mimeType !== undefined) info.mimeType = block.mimeType;
+          const text = this.#reference(info);
+          const referenceBytes = utf8Length(text);
+          if (referenceBytes >= size) {
+            reason = 'not-shorter';
+          } else {
+            let contentTokens = this.#tokenCache.get(sha256) ?? tokenUpdates.get(sha256);
+            if (contentTokens === undefined) {
+              contentTokens = this.#countTokens(contentText(block.content));
+              tokenUpdates.set(sha256, contentTokens);
+            }
+            const saved = contentTokens - this.#countTokens(text);
+            out[index] = { type: 'text', text };
+            bytesAfter += referenceBytes;
+            tokensSaved += saved;
+            matched++;
+            decisions.push({
+              action: 'referenced',
+              index,
+              uri,
+              bytes: size,
+              sha256,
+              original: info.original,
+              bytesSaved: size - referenceBytes,
+              tokensSaved: saved,
+              block,
+            });
+            continue;
+          }
         }
+      }
+      bytesAfter += size;
+      if (sha256 === undefined) {
+        decisions.push({ action: 'delivered', index, uri, bytes: size, reason });
+      } else {
         decisions.push({ action: 'delivered', index, uri, bytes: size, sha256, reason });
         pending.push({ uri, sha256, bytes: size, location });
-      };
-      if (!enabled) {
-        deliver('disabled');
-        continue;
       }
-      if (sha256 === undefined) {
-        deliver('small');
-        continue;
-      }
-      if (optedOut) {
-        deliver('opted-out');
-        continue;
-      }
-      const found = this.#lookup(uri, sha256, turn, lookbackTurns, pending);
-      if (found.original === undefined) {
-        deliver(found.reason);
-        continue;
-      }
-      const block = blocks[index] as unknown as ResourceBlock;
-      const info: ResourceReferenceInfo = {
-        uri,
-        sha256,
-        checksum: `sha256:${sha256.slice(0, 12)}`,
-        bytes: size,
-        original: { ...found.original.location },
-        location: describeLocation(found.original.location),
-      };
-      if (block.mimeType !== undefined) info.mimeType = block.mimeType;
-      const text = this.#reference(info);
-      const referenceBytes = utf8Length(text);
-      if (referenceBytes >= size) {
-        deliver('not-shorter');
-        continue;
-      }
-      let contentTokens = this.#tokenCache.get(sha256) ?? tokenUpdates.get(sha256);
-      if (contentTokens === undefined) {
-        contentTokens = this.#countTokens(contentText(block.content));
-        tokenUpdates.set(sha256, contentTokens);
-      }
-      const saved = contentTokens - this.#countTokens(text);
-      out[index] = { type: 'text', text };
-      bytesAfter += referenceBytes;
-      tokensSaved += saved;
-      decisions.push({
-        action: 'referenced',
-        index,
-        uri,
-        bytes: size,
-        sha256,
-        original: info.original,
-        bytesSaved: size - referenceBytes,
-        tokensSaved: saved,
-        block,
-      });
     }
 
     this.#turn = turn;
     for (const d of pending) this.#add(d);
     for (const [key, n] of tokenUpdates) this.#tokenCache.set(key, n);
-    const matched = decisions.filter((d) => d.action === 'referenced').length;
     const report: ResourceReport = {
       blocks: blocks.length,
       resourceBlocks: input.index.length,
