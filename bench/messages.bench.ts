@@ -7,6 +7,9 @@
  * `analyzeFuzzyDuplicates`, exactly the calls and outputs of the reference, so the ratio compares
  * equal work) and through `dedupeMessages()` (one native call, plus building the rewritten
  * conversation, decisions and stats; more work than the reference does).
+ *
+ * The exact pass is also compared with a second reference that buckets by a JS djb2 hash as
+ * CCE does (README §3), which costs more than a plain `Map` and is closer to CCE's own cost.
  * @module
  */
 import { analyzeDuplicates, analyzeFuzzyDuplicates } from '../src/compat/cce.js';
@@ -25,7 +28,7 @@ import {
   opsRow,
   type BenchRow,
 } from './harness.js';
-import { refAnalyzeDuplicates, refAnalyzeFuzzyDuplicates } from './reference/cce.js';
+import { refAnalyzeDuplicates, refAnalyzeDuplicatesDjb2, refAnalyzeFuzzyDuplicates } from './reference/cce.js';
 
 const SUITE = 'messages';
 const THRESHOLD = 0.85;
@@ -51,6 +54,7 @@ function verify(label: string, messages: readonly TranscriptMessage[]): string {
   const exact = analyzeDuplicates(messages, n, PRESERVE);
   const refExact = refAnalyzeDuplicates(messages, n, PRESERVE);
   assertSameAnnotations(`${label} exact`, exact, refExact);
+  assertSameAnnotations(`${label} exact (djb2)`, exact, refAnalyzeDuplicatesDjb2(messages, n, PRESERVE));
   const fuzzy = analyzeFuzzyDuplicates(messages, n, PRESERVE, exact, THRESHOLD);
   assertSameAnnotations(`${label} fuzzy`, fuzzy, refAnalyzeFuzzyDuplicates(messages, n, PRESERVE, refExact, THRESHOLD));
   return `${exact.size} exact + ${fuzzy.size} near duplicates`;
@@ -72,10 +76,15 @@ async function runSize(count: number): Promise<BenchRow[]> {
     ['cce analyzeDuplicates', () => analyzeDuplicates(messages, n, PRESERVE)],
     ['dedupeMessages fuzzy:false', () => dedupeMessages(messages, { fuzzy: false })],
     ['reference', () => refAnalyzeDuplicates(messages, n, PRESERVE)],
+    ['reference djb2', () => refAnalyzeDuplicatesDjb2(messages, n, PRESERVE)],
   ], DEFAULT_OPTIONS);
   const refExact = get(exact, 'reference');
-  rows.push(opsRow(SUITE, `${label} exact: cce analyzeDuplicates, warm`, get(exact, 'cce analyzeDuplicates'), refExact, mc, `${formatNumber(mc)} M chars`));
+  const nativeExact = get(exact, 'cce analyzeDuplicates');
+  rows.push(opsRow(SUITE, `${label} exact: cce analyzeDuplicates, warm`, nativeExact, refExact, mc, `${formatNumber(mc)} M chars`));
   rows.push(opsRow(SUITE, `${label} exact: dedupeMessages, warm`, get(exact, 'dedupeMessages fuzzy:false'), refExact, mc));
+  rows.push(
+    opsRow(SUITE, `${label} exact: cce analyzeDuplicates vs djb2-bucket reference`, nativeExact, get(exact, 'reference djb2'), mc, 'CCE-style bucketing: JS djb2 of `${length}:${content}`'),
+  );
   // The reference's Map hashes each content once per fresh string; repeated calls hide that.
   const runs = count >= 100_000 ? 3 : 7;
   rows.push(

@@ -78,6 +78,56 @@ export function refAnalyzeDuplicates(
   return out;
 }
 
+/**
+ * README §3/§6: 32-bit djb2 over the UTF-16 units of `${length}:${content}`, the bucket key CCE
+ * uses internally (h = h * 33 + unit, mod 2^32, from 5381).
+ */
+function djb2(content: string): number {
+  const key = `${content.length}:${content}`;
+  let h = 5381;
+  for (let i = 0; i < key.length; i++) h = (Math.imul(h, 33) + key.charCodeAt(i)) >>> 0;
+  return h;
+}
+
+/**
+ * The exact pass bucketed the way the README says CCE does it: by djb2 hash, then by full string
+ * comparison inside a bucket. Same annotations as {@link refAnalyzeDuplicates}, and also CCE's
+ * Map insertion order (§6). Slower than a plain `Map`, because the hash is computed in JS on
+ * every call, but closer to what CCE itself costs.
+ */
+export function refAnalyzeDuplicatesDjb2(
+  messages: readonly RefMessage[],
+  recencyStart: number,
+  preserveRoles: ReadonlySet<unknown>,
+): Map<number, RefAnnotation> {
+  // bucket hash -> groups of equal contents, each group's member indices ascending
+  const buckets = new Map<number, number[][]>();
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i] as RefMessage;
+    if (!isEligible(m, preserveRoles)) continue;
+    const content = m.content as string;
+    const h = djb2(content);
+    const groups = buckets.get(h);
+    if (groups === undefined) {
+      buckets.set(h, [[i]]);
+      continue;
+    }
+    const group = groups.find((g) => contentOf(messages[g[0] as number] as RefMessage) === content);
+    if (group === undefined) groups.push([i]);
+    else group.push(i);
+  }
+  const out = new Map<number, RefAnnotation>();
+  for (const groups of buckets.values()) {
+    for (const members of groups) {
+      if (members.length < 2) continue;
+      const keep = keepTarget(members, recencyStart);
+      const contentLength = contentOf(messages[keep] as RefMessage).length;
+      for (const m of members) if (m !== keep) out.set(m, { duplicateOfIndex: keep, contentLength });
+    }
+  }
+  return out;
+}
+
 /** A fuzzy participant: its normalized lines as a multiset, and its fingerprint. */
 interface Member {
   index: number;

@@ -6,19 +6,30 @@
  *
  * Prints `N passed, M failed` (plus the first difference of each failing case); exits 1 on
  * any failure. The comparison follows the golden README: sorted entries deep-equal, exact
- * values with exactly {duplicateOfIndex, contentLength}, similarities bit-identical.
+ * values with exactly {duplicateOfIndex, contentLength}, similarities bit-identical. It also
+ * checks the djb2-bucketed exact variant and the informational key order (README §6).
  * @module
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { refAnalyzeDuplicates, refAnalyzeFuzzyDuplicates, type RefAnnotation, type RefMessage } from './cce.js';
+import {
+  refAnalyzeDuplicates,
+  refAnalyzeDuplicatesDjb2,
+  refAnalyzeFuzzyDuplicates,
+  type RefAnnotation,
+  type RefMessage,
+} from './cce.js';
 
 interface GoldenCase {
   name: string;
   params: { recencyStart: number; preserve: string[]; threshold: number };
   messages: RefMessage[];
-  expected: { exact: [number, RefAnnotation][]; fuzzy: [number, RefAnnotation][] };
+  expected: {
+    exact: [number, RefAnnotation][];
+    fuzzy: [number, RefAnnotation][];
+    order: { exact: number[]; fuzzy: number[] };
+  };
 }
 
 const DEFAULT_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'shared', 'golden', 'cce');
@@ -68,9 +79,14 @@ export function checkReference(dir = DEFAULT_DIR): { passed: number; failures: s
       new Map(c.expected.exact),
       c.params.threshold,
     );
+    const djb2 = refAnalyzeDuplicatesDjb2(c.messages, c.params.recencyStart, preserve);
+    const sameOrder = (got: Map<number, unknown>, want: number[]): boolean => JSON.stringify([...got.keys()]) === JSON.stringify(want);
     const problem =
       difference(sortedEntries(exact), c.expected.exact, false) ??
       difference(sortedEntries(fuzzy), c.expected.fuzzy, true) ??
+      (difference(sortedEntries(djb2), c.expected.exact, false) === undefined ? undefined : 'djb2 variant differs') ??
+      (sameOrder(djb2, c.expected.order.exact) ? undefined : 'djb2 variant: exact key order differs') ??
+      (sameOrder(fuzzy, c.expected.order.fuzzy) ? undefined : 'fuzzy key order differs') ??
       (JSON.stringify(c.messages) === before ? undefined : 'input was mutated');
     if (problem === undefined) continue;
     failures.push(`${c.name}: ${problem}`);
