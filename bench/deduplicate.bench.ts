@@ -9,7 +9,7 @@
  * - The long-string cases (equal length, differing late) show scaling: time per item at 1k vs 2k.
  * @module
  */
-import { deduplicate } from '../src/index.js';
+import { deduplicate, SMALL_BATCH } from '../src/index.js';
 import { longScoredCorpus, scoredCorpus, type ScoredEntry } from './corpus.js';
 import {
   assertSameItems,
@@ -44,17 +44,28 @@ function clone(items: readonly ScoredEntry[]): ScoredEntry[] {
 async function measureCorpus(c: Corpus): Promise<BenchRow[]> {
   const mc = megaChars(c.items.map((e) => e.item.content));
   // Same survivors, same objects, or the comparison means nothing.
-  assertSameItems(c.name, deduplicate(c.items), deduplicateBaseline(c.items));
-  const results = await measure(`${SUITE}: ${c.name}`, [
-    ['native', () => deduplicate(c.items)],
-    ['baseline', () => deduplicateBaseline(c.items)],
-  ], c.options);
-  const native = get(results, 'native');
-  const rows: BenchRow[] = [opsRow(SUITE, `${c.name}, warm`, native, get(results, 'baseline'), mc, `${formatNumber(mc)} M chars`)];
+  assertSameItems(c.name, deduplicate(c.items, { engine: 'native' }), deduplicateBaseline(c.items));
+  // Small batches take the library's JS path under the default engine ('auto'); measure the
+  // native core on them too, so both the default and the addon's own cost are visible.
+  const small = c.items.length <= SMALL_BATCH;
+  const engines: Array<'auto' | 'native'> = small ? ['auto', 'native'] : ['auto'];
+  const label = (engine: 'auto' | 'native'): string => (small ? `engine ${engine}` : '');
+  const cases: Array<[string, () => unknown]> = engines.map((engine) => [`native ${engine}`, () => deduplicate(c.items, { engine })]);
+  cases.push(['baseline', () => deduplicateBaseline(c.items)]);
+  const results = await measure(`${SUITE}: ${c.name}`, cases, c.options);
+  const baseline = get(results, 'baseline');
+  const rows: BenchRow[] = [];
+  for (const engine of engines) {
+    const name = [c.name, label(engine), 'warm'].filter((x) => x !== '').join(', ');
+    rows.push(opsRow(SUITE, name, get(results, `native ${engine}`), baseline, mc, `${formatNumber(mc)} M chars`));
+  }
   if (c.coldRuns > 0) {
-    const nativeCold = coldMs(() => clone(c.items), (items) => deduplicate(items), c.coldRuns);
     const baselineCold = coldMs(() => clone(c.items), (items) => deduplicateBaseline(items), c.coldRuns);
-    rows.push(msRow(SUITE, `${c.name}, cold`, nativeCold, baselineCold, mc, `median of ${c.coldRuns} fresh inputs`));
+    for (const engine of engines) {
+      const nativeCold = coldMs(() => clone(c.items), (items) => deduplicate(items, { engine }), c.coldRuns);
+      const name = [c.name, label(engine), 'cold'].filter((x) => x !== '').join(', ');
+      rows.push(msRow(SUITE, name, nativeCold, baselineCold, mc, `median of ${c.coldRuns} fresh inputs`));
+    }
   }
   return rows;
 }
