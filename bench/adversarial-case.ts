@@ -1,6 +1,6 @@
 /**
  * Child process of the adversarial suite: builds one adversarial corpus, times ONE exact + fuzzy
- * dedup call (threshold 0.85) and reports the process's peak RSS. A fresh process per case keeps
+ * dedup call (threshold 0.85) and reports the process's peak RSS (VmHWM, see {@link maxRssMb}). A fresh process per case keeps
  * peak RSS meaningful (it is a high-water mark) and lets the parent kill a run that blows up.
  *
  *   node --expose-gc --import tsx bench/adversarial-case.ts <case> [native|reference]
@@ -8,6 +8,7 @@
  * Prints one JSON line ({@link CaseReport}) on stdout.
  * @module
  */
+import { readFileSync } from 'node:fs';
 import { dedupeMessages } from '../src/index.js';
 import { ADVERSARIAL_CASES, adversarialCorpus, type AdversarialCase } from './corpus.js';
 import { megaChars } from './harness.js';
@@ -20,15 +21,28 @@ export interface CaseReport {
   messages: number;
   megaChars: number;
   ms: number;
-  /** maxRSS after building the corpus (and a GC), before the call. */
+  /** Peak RSS after building the corpus (and a GC), before the call. */
   rssBeforeMb: number;
-  /** maxRSS after the call: the peak of the whole process. */
+  /** Peak RSS after the call: the high-water mark of the whole process. */
   peakRssMb: number;
   exact: number;
   fuzzy: number;
 }
 
-const maxRssMb = (): number => process.resourceUsage().maxRSS / 1024;
+/**
+ * Peak RSS of this process in MB. On Linux this reads VmHWM: `resourceUsage().maxRSS`
+ * (getrusage) survives fork + exec, so a child spawned by a big parent reports the parent's RSS
+ * at fork time as its own peak. Elsewhere it falls back to maxRSS.
+ */
+function maxRssMb(): number {
+  try {
+    const match = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync('/proc/self/status', 'utf8'));
+    if (match !== null) return Number(match[1]) / 1024;
+  } catch {
+    // No procfs: use getrusage below.
+  }
+  return process.resourceUsage().maxRSS / 1024;
+}
 
 function main(): void {
   const name = process.argv[2] as AdversarialCase;

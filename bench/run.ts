@@ -20,6 +20,7 @@
  * - `mbPerSec`: 1 MB = 10^6 UTF-16 code units of content (`.length`), not bytes;
  * - `baselineCapped`: the baseline was killed at a time cap, so baseline and ratio are lower bounds.
  * Suites run in the order deduplicate, messages, adversarial, then the others alphabetically.
+ * A suite that throws becomes a "suite failed" row (and exit code 1); the others still report.
  * @module
  */
 import { execFileSync } from 'node:child_process';
@@ -117,10 +118,18 @@ async function main(): Promise<void> {
   for (const name of selected) {
     console.log(`\n== suite ${name} ==`);
     const t0 = performance.now();
-    const mod = (await import(pathToFileURL(join(HERE, `${name}.bench.ts`)).href)) as Partial<SuiteModule>;
-    if (typeof mod.run !== 'function') throw new Error(`bench/${name}.bench.ts does not export run()`);
-    rows.push(...(await mod.run()));
-    console.log(`== suite ${name} done in ${formatNumber((performance.now() - t0) / 1000)} s ==`);
+    // One failing suite must not cost the figures of the others: it becomes a row of its own.
+    try {
+      const mod = (await import(pathToFileURL(join(HERE, `${name}.bench.ts`)).href)) as Partial<SuiteModule>;
+      if (typeof mod.run !== 'function') throw new Error(`bench/${name}.bench.ts does not export run()`);
+      rows.push(...(await mod.run()));
+      console.log(`== suite ${name} done in ${formatNumber((performance.now() - t0) / 1000)} s ==`);
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      console.error(`== suite ${name} FAILED: ${message}`);
+      rows.push({ suite: name, case: 'suite failed', native: Number.NaN, baseline: null, ratio: null, note: message.split('\n')[0] ?? '' });
+      process.exitCode = 1;
+    }
   }
   const report = [
     `# ctxdedup benchmarks (${selected.join(', ')})`,
