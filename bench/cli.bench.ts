@@ -12,18 +12,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PassThrough } from 'node:stream';
+import type { BenchRow } from './harness.js';
 
-/** One benchmark row (shared shape of the bench suites). */
-export interface BenchRow {
-  suite: string;
-  case: string;
-  native: number;
-  baseline: number;
-  ratio: number;
-  mbPerSec?: number;
-  peakRssMb?: number;
-  note?: string;
-}
+export type { BenchRow };
 
 const SELF = fileURLToPath(import.meta.url);
 const ROOT = join(SELF, '..', '..');
@@ -131,5 +122,5 @@ if (args[0] === '--child') {
   await child(args[1] as string, args[2] === 'fuzzy', args[3] as string, args[4] as string);
 } else if (process.argv[1] === SELF) {
   const rows = await run();
-  console.table(rows.map((r) => ({ ...r, native: r.native.toFixed(2), baseline: r.baseline.toFixed(2), ratio: r.ratio.toFixed(2) })));
+  console.table(rows.map((r) => ({ ...r, native: r.native.toFixed(2), baseline: r.baseline?.toFixed(2), ratio: r.ratio?.toFixed(2) })));
 }

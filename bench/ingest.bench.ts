@@ -18,18 +18,9 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { hashBatch, hashBatchJs } from '../src/ingest/hash.js';
+import type { BenchRow } from './harness.js';
 
-/** One benchmark row (shared shape of the bench suites). */
-export interface BenchRow {
-  suite: string;
-  case: string;
-  native: number;
-  baseline: number;
-  ratio: number;
-  mbPerSec?: number;
-  peakRssMb?: number;
-  note?: string;
-}
+export type { BenchRow };
 
 const SELF = fileURLToPath(import.meta.url);
 const ROOT = join(SELF, '..', '..');
@@ -235,5 +226,5 @@ export async function run(): Promise<BenchRow[]> {
 
 if (process.argv[1] === SELF) {
   const rows = await run();
-  console.table(rows.map((r) => ({ ...r, ratio: Number(r.ratio.toFixed(2)), mbPerSec: r.mbPerSec?.toFixed(1) })));
+  console.table(rows.map((r) => ({ ...r, ratio: r.ratio === null ? null : Number(r.ratio.toFixed(2)), mbPerSec: r.mbPerSec?.toFixed(1) })));
 }

@@ -20,18 +20,9 @@ import {
 } from '../src/stages/resources.js';
 import { freshCopy, mulberry32, type Rng } from './prng.js';
 import { codeBlock, prose } from './text.js';
+import type { BenchRow } from './harness.js';
 
-/** One benchmark row (shared shape of the bench suites). */
-export interface BenchRow {
-  suite: string;
-  case: string;
-  native: number;
-  baseline: number;
-  ratio: number;
-  mbPerSec?: number;
-  peakRssMb?: number;
-  note?: string;
-}
+export type { BenchRow };
 
 const SELF = fileURLToPath(import.meta.url);
 const TURNS = 200;
@@ -367,5 +358,5 @@ export async function run(): Promise<BenchRow[]> {
 
 if (process.argv[1] === SELF) {
   const rows = await run();
-  console.table(rows.map((r) => ({ ...r, native: r.native.toFixed(2), baseline: r.baseline.toFixed(2), ratio: r.ratio.toFixed(2), mbPerSec: r.mbPerSec?.toFixed(0) })));
+  console.table(rows.map((r) => ({ ...r, native: r.native.toFixed(2), baseline: r.baseline?.toFixed(2), ratio: r.ratio?.toFixed(2), mbPerSec: r.mbPerSec?.toFixed(0) })));
 }
