@@ -91,3 +91,4 @@ export {
   type NamespaceOptions,
   type IngestStore,
 } from './ingest/index.js';
+export * from './memory/index.js';

@@ -47,6 +47,20 @@ export interface NativeIngestBatch {
   first: Uint32Array;
 }
 
+/** Nearest embeddings of one query, most similar first. @internal */
+export interface NativeNearest {
+  indices: Uint32Array;
+  similarities: Float64Array;
+}
+
+/** Clusters flattened: cluster `c` is `members[offsets[c]] .. members[offsets[c + 1] - 1]`. @internal */
+export interface NativeClusters {
+  members: Uint32Array;
+  offsets: Uint32Array;
+  minSimilarity: Float64Array;
+  maxSimilarity: Float64Array;
+}
+
 /** The addon's exports. @internal */
 export interface NativeBinding {
   sha256Bytes(data: Uint8Array): string;
@@ -73,6 +87,16 @@ export interface NativeBinding {
   dedupeFindings(texts: string[], minKeyUnits: number): NativeFindings;
   paragraphKeys(paragraphs: string[]): string[];
   findingsNormalizationVersion(): number;
+  cosineNearest(embeddings: Float32Array, dim: number, query: Float32Array, k: number): NativeNearest;
+  cosineClusters(embeddings: Float32Array, dim: number, threshold: number, complete: boolean): NativeClusters;
+  cosineClustersAsync(
+    embeddings: Float32Array,
+    dim: number,
+    threshold: number,
+    complete: boolean,
+  ): Promise<NativeClusters>;
+  embedHashedNgrams(texts: string[], dim: number): Float32Array;
+  embedHashedNgramsAsync(texts: string[], dim: number): Promise<Float32Array>;
 }
 
 /**

@@ -7,6 +7,7 @@
 pub mod exact;
 pub mod findings;
 pub mod fuzzy;
+pub mod hashed_embedding;
 pub mod ingest;
 pub mod js_text;
 pub mod messages;
@@ -15,5 +16,6 @@ pub mod scored;
 pub mod sha;
 pub mod source;
 pub mod union_find;
+pub mod vectors;
 
 pub use source::{Utf16Arena, Utf16Source};

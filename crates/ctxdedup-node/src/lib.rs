@@ -7,6 +7,7 @@
 mod ingest;
 mod research;
 mod strings;
+mod vectors;
 
 use ctxdedup_core::messages::{analyze, AnalyzeOptions, Annotation, Eligibility, KeepRule};
 use ctxdedup_core::{exact, scored, sha, Utf16Arena, Utf16Source};

@@ -1,0 +1,586 @@
+//! Cosine similarity over dense `f32` embeddings: nearest neighbours, every pair above a
+//! threshold, and clusters of similar memories (single or complete linkage).
+//!
+//! Decisions are made on the exact cosine, computed in `f64` from the stored `f32` values, so a
+//! similarity of exactly a threshold is on the same side of it on every platform. The all-pairs
+//! scan first filters with a fast `f32` kernel on unit vectors (SIMD where the CPU has it, both
+//! cores), keeping a margin far above its rounding error, and then rescores the survivors exactly.
+
+use std::collections::HashSet;
+
+use crate::union_find::UnionFind;
+
+/// Why a matrix of embeddings was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VectorError {
+    /// The dimension is zero.
+    ZeroDimension,
+    /// The data length is not a multiple of the dimension.
+    RaggedData { len: usize, dim: usize },
+    /// A query vector's length differs from the matrix dimension.
+    QueryDimension { expected: usize, got: usize },
+    /// A component is NaN or infinite.
+    NotFinite { row: usize, column: usize },
+}
+
+impl std::fmt::Display for VectorError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::ZeroDimension => write!(f, "dimension must be at least 1"),
+            Self::RaggedData { len, dim } => {
+                write!(
+                    f,
+                    "{len} values are not a whole number of {dim}-dimensional vectors"
+                )
+            }
+            Self::QueryDimension { expected, got } => {
+                write!(
+                    f,
+                    "query has {got} dimensions, the embeddings have {expected}"
+                )
+            }
+            Self::NotFinite { row, column } => {
+                write!(f, "vectors[{row}][{column}] is not a finite number")
+            }
+        }
+    }
+}
+
+impl std::error::Error for VectorError {}
+
+/// `n` embeddings of `dim` components each, row-major, borrowed.
+#[derive(Debug, Clone, Copy)]
+pub struct Embeddings<'a> {
+    data: &'a [f32],
+    dim: usize,
+}
+
+impl<'a> Embeddings<'a> {
+    /// Checks shape and finiteness (NaN would make every comparison silently false).
+    pub fn new(data: &'a [f32], dim: usize) -> Result<Self, VectorError> {
+        if dim == 0 {
+            return Err(VectorError::ZeroDimension);
+        }
+        if data.len() % dim != 0 {
+            return Err(VectorError::RaggedData {
+                len: data.len(),
+                dim,
+            });
+        }
+        if let Some(at) = data.iter().position(|v| !v.is_finite()) {
+            return Err(VectorError::NotFinite {
+                row: at / dim,
+                column: at % dim,
+            });
+        }
+        Ok(Self { data, dim })
+    }
+
+    /// Number of embeddings.
+    pub fn len(&self) -> usize {
+        self.data.len() / self.dim
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// Components per embedding.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Embedding `i`.
+    pub fn row(&self, i: usize) -> &'a [f32] {
+        &self.data[i * self.dim..(i + 1) * self.dim]
+    }
+}
+
+/// Exact cosine similarity in `f64`; 0 when either vector is all zeros (it points nowhere).
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    debug_assert_eq!(a.len(), b.len());
+    let (mut dot, mut na, mut nb) = (0f64, 0f64, 0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        let (x, y) = (x as f64, y as f64);
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    if na == 0.0 || nb == 0.0 {
+        return 0.0;
+    }
+    (dot / (na.sqrt() * nb.sqrt())).clamp(-1.0, 1.0)
+}
+
+/// One neighbour or one similar pair.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scored {
+    pub index: u32,
+    pub similarity: f64,
+}
+
+/// The `k` embeddings most similar to `query`, most similar first, ties by lower index.
+pub fn nearest(
+    embeddings: Embeddings<'_>,
+    query: &[f32],
+    k: usize,
+) -> Result<Vec<Scored>, VectorError> {
+    if query.len() != embeddings.dim() {
+        return Err(VectorError::QueryDimension {
+            expected: embeddings.dim(),
+            got: query.len(),
+        });
+    }
+    if let Some(column) = query.iter().position(|v| !v.is_finite()) {
+        return Err(VectorError::NotFinite { row: 0, column });
+    }
+    let mut scored: Vec<Scored> = (0..embeddings.len())
+        .map(|i| Scored {
+            index: i as u32,
+            similarity: cosine(embeddings.row(i), query),
+        })
+        .collect();
+    let by_rank = |a: &Scored, b: &Scored| {
+        b.similarity
+            .total_cmp(&a.similarity)
+            .then(a.index.cmp(&b.index))
+    };
+    let k = k.min(scored.len());
+    if k < scored.len() && k > 0 {
+        scored.select_nth_unstable_by(k - 1, by_rank);
+    }
+    scored.truncate(k);
+    scored.sort_unstable_by(by_rank);
+    Ok(scored)
+}
+
+/// A pair `a < b` whose exact cosine similarity reached the threshold.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SimilarPair {
+    pub a: u32,
+    pub b: u32,
+    pub similarity: f64,
+}
+
+/// Far above the `f32` kernel's rounding error on unit vectors (about `dim * 2^-24`, i.e. under
+/// 1e-4 up to 1,500 dimensions), so the filter never drops a pair the exact cosine would keep.
+const FILTER_MARGIN: f32 = 2e-3;
+
+/// Rows per tile: a tile of unit vectors stays in L2 while the other tile streams past it.
+const TILE: usize = 128;
+
+/// Every pair with exact cosine similarity `>= threshold`, sorted by `(a, b)`.
+pub fn similar_pairs(embeddings: Embeddings<'_>, threshold: f64) -> Vec<SimilarPair> {
+    let n = embeddings.len();
+    if n < 2 {
+        return Vec::new();
+    }
+    let dim = embeddings.dim();
+    let unit = unit_rows(embeddings);
+    let cut = threshold as f32 - FILTER_MARGIN;
+    let tiles = n.div_ceil(TILE);
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |p| p.get())
+        .clamp(1, tiles);
+    let kernel = kernel::select();
+
+    // Tile row `t` pairs with tiles t..tiles, so early rows carry more work: deal them out
+    // round-robin so each worker gets a similar share of the triangle.
+    let scan = |worker: usize| {
+        let mut found = Vec::new();
+        for ti in (worker..tiles).step_by(workers) {
+            let rows_i = ti * TILE..((ti + 1) * TILE).min(n);
+            for tj in ti..tiles {
+                let rows_j = tj * TILE..((tj + 1) * TILE).min(n);
+                for i in rows_i.clone() {
+                    let a = &unit[i * dim..(i + 1) * dim];
+                    let start = if ti == tj { i + 1 } else { rows_j.start };
+                    for j in start..rows_j.end {
+                        let b = &unit[j * dim..(j + 1) * dim];
+                        if kernel(a, b) >= cut {
+                            let similarity = cosine(embeddings.row(i), embeddings.row(j));
+                            if similarity >= threshold {
+                                found.push(SimilarPair {
+                                    a: i as u32,
+                                    b: j as u32,
+                                    similarity,
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        found
+    };
+    let mut pairs: Vec<SimilarPair> = if workers == 1 {
+        scan(0)
+    } else {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..workers).map(|w| s.spawn(move || scan(w))).collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().expect("similar_pairs worker panicked"))
+                .collect()
+        })
+    };
+    pairs.sort_unstable_by_key(|p| (p.a, p.b));
+    pairs
+}
+
+/// Rows scaled to unit length in `f32` (zero rows stay zero and never pass the filter unless
+/// the threshold is at most 0, where the exact rescoring decides).
+fn unit_rows(embeddings: Embeddings<'_>) -> Vec<f32> {
+    let mut out = Vec::with_capacity(embeddings.len() * embeddings.dim());
+    for i in 0..embeddings.len() {
+        let row = embeddings.row(i);
+        let norm = row.iter().map(|&v| v as f64 * v as f64).sum::<f64>().sqrt();
+        let scale = if norm > 0.0 { (1.0 / norm) as f32 } else { 0.0 };
+        out.extend(row.iter().map(|&v| v * scale));
+    }
+    out
+}
+
+/// The `f32` dot-product kernel, picked once per call by CPU feature.
+mod kernel {
+    pub type Dot = fn(&[f32], &[f32]) -> f32;
+
+    /// Eight independent lanes (and two banks of them) so the compiler can vectorize without
+    /// reassociating a single sum, which IEEE rules forbid it to do on its own.
+    #[inline(always)]
+    fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
+        let mut acc0 = [0f32; 8];
+        let mut acc1 = [0f32; 8];
+        let mut ca = a.chunks_exact(16);
+        let mut cb = b.chunks_exact(16);
+        for (x, y) in (&mut ca).zip(&mut cb) {
+            for l in 0..8 {
+                acc0[l] = x[l].mul_add(y[l], acc0[l]);
+                acc1[l] = x[l + 8].mul_add(y[l + 8], acc1[l]);
+            }
+        }
+        let mut sum = 0f32;
+        for l in 0..8 {
+            sum += acc0[l] + acc1[l];
+        }
+        for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
+            sum += x * y;
+        }
+        sum
+    }
+
+    /// Portable version without fused multiply-add (`mul_add` would call libm here).
+    fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
+        let mut acc = [0f32; 8];
+        let mut ca = a.chunks_exact(8);
+        let mut cb = b.chunks_exact(8);
+        for (x, y) in (&mut ca).zip(&mut cb) {
+            for l in 0..8 {
+                acc[l] += x[l] * y[l];
+            }
+        }
+        let mut sum: f32 = acc.iter().sum();
+        for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
+            sum += x * y;
+        }
+        sum
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
+        dot_lanes(a, b)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn dot_avx2_checked(a: &[f32], b: &[f32]) -> f32 {
+        // SAFETY: only selected after `is_x86_feature_detected!` confirmed AVX2 and FMA.
+        unsafe { dot_avx2(a, b) }
+    }
+
+    #[cfg(target_arch = "aarch64")]
+    fn dot_neon(a: &[f32], b: &[f32]) -> f32 {
+        // NEON (with FMA) is baseline on aarch64.
+        dot_lanes(a, b)
+    }
+
+    pub fn select() -> Dot {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            return dot_avx2_checked;
+        }
+        #[cfg(target_arch = "aarch64")]
+        return dot_neon;
+        #[allow(unreachable_code)]
+        dot_portable
+    }
+
+    #[cfg(test)]
+    pub fn portable() -> Dot {
+        dot_portable
+    }
+}
+
+/// How similar pairs are joined into clusters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Linkage {
+    /// Connected components of the similarity graph (A~B and B~C put A, B, C together).
+    Single,
+    /// Every two members of a cluster are themselves a similar pair. Built greedily: pairs are
+    /// taken most similar first, and two clusters join only if every cross pair is similar.
+    Complete,
+}
+
+/// One cluster of two or more memories.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cluster {
+    /// Member indexes, ascending.
+    pub members: Vec<u32>,
+    /// Lowest exact similarity over all member pairs (below the threshold under single linkage
+    /// when the cluster is a chain).
+    pub min_similarity: f64,
+    /// Highest exact similarity over all member pairs.
+    pub max_similarity: f64,
+}
+
+/// Clusters of the embeddings whose similarity reaches `threshold`, ordered by smallest member.
+pub fn cluster(embeddings: Embeddings<'_>, threshold: f64, linkage: Linkage) -> Vec<Cluster> {
+    let pairs = similar_pairs(embeddings, threshold);
+    let groups = match linkage {
+        Linkage::Single => {
+            let mut sets = UnionFind::new(embeddings.len());
+            for p in &pairs {
+                sets.union(p.a as usize, p.b as usize);
+            }
+            sets.groups(2)
+        }
+        Linkage::Complete => complete_linkage(embeddings.len(), &pairs),
+    };
+    let similar: HashSet<(u32, u32)> = pairs.iter().map(|p| (p.a, p.b)).collect();
+    let mut edge_similarity = std::collections::HashMap::with_capacity(pairs.len());
+    for p in &pairs {
+        edge_similarity.insert((p.a, p.b), p.similarity);
+    }
+    groups
+        .into_iter()
+        .map(|members| {
+            let (mut min, mut max) = (f64::INFINITY, f64::NEG_INFINITY);
+            for (x, &a) in members.iter().enumerate() {
+                for &b in &members[x + 1..] {
+                    let key = (a as u32, b as u32);
+                    let s = if similar.contains(&key) {
+                        edge_similarity[&key]
+                    } else {
+                        cosine(embeddings.row(a), embeddings.row(b))
+                    };
+                    min = min.min(s);
+                    max = max.max(s);
+                }
+            }
+            Cluster {
+                members: members.into_iter().map(|m| m as u32).collect(),
+                min_similarity: min,
+                max_similarity: max,
+            }
+        })
+        .collect()
+}
+
+fn complete_linkage(n: usize, pairs: &[SimilarPair]) -> Vec<Vec<usize>> {
+    let similar: HashSet<(u32, u32)> = pairs.iter().map(|p| (p.a, p.b)).collect();
+    let mut order: Vec<&SimilarPair> = pairs.iter().collect();
+    order.sort_by(|x, y| {
+        y.similarity
+            .total_cmp(&x.similarity)
+            .then((x.a, x.b).cmp(&(y.a, y.b)))
+    });
+    // Cluster ids are never reused, so a remembered failed join of two ids stays valid until
+    // one of them joins something else (and gets a new id).
+    let mut cluster_of: Vec<usize> = (0..n).collect();
+    let mut members: Vec<Vec<u32>> = (0..n as u32).map(|i| vec![i]).collect();
+    let mut failed: HashSet<(usize, usize)> = HashSet::new();
+    for p in order {
+        let (ca, cb) = (cluster_of[p.a as usize], cluster_of[p.b as usize]);
+        if ca == cb || failed.contains(&(ca.min(cb), ca.max(cb))) {
+            continue;
+        }
+        let all_similar = members[ca].iter().all(|&x| {
+            members[cb]
+                .iter()
+                .all(|&y| similar.contains(&(x.min(y), x.max(y))))
+        });
+        if !all_similar {
+            failed.insert((ca.min(cb), ca.max(cb)));
+            continue;
+        }
+        let mut joined = std::mem::take(&mut members[ca]);
+        joined.append(&mut std::mem::take(&mut members[cb]));
+        let id = members.len();
+        for &m in &joined {
+            cluster_of[m as usize] = id;
+        }
+        members.push(joined);
+    }
+    let mut groups: Vec<Vec<usize>> = members
+        .into_iter()
+        .filter(|m| m.len() >= 2)
+        .map(|m| {
+            let mut m: Vec<usize> = m.into_iter().map(|x| x as usize).collect();
+            m.sort_unstable();
+            m
+        })
+        .collect();
+    groups.sort_unstable_by_key(|g| g[0]);
+    groups
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn emb(rows: &[&[f32]]) -> Vec<f32> {
+        rows.iter().flat_map(|r| r.iter().copied()).collect()
+    }
+
+    #[test]
+    fn rejects_bad_shapes() {
+        assert_eq!(
+            Embeddings::new(&[1.0], 0).unwrap_err(),
+            VectorError::ZeroDimension
+        );
+        assert!(matches!(
+            Embeddings::new(&[1.0, 2.0, 3.0], 2),
+            Err(VectorError::RaggedData { .. })
+        ));
+        assert_eq!(
+            Embeddings::new(&[1.0, f32::NAN, 0.0, 1.0], 2).unwrap_err(),
+            VectorError::NotFinite { row: 0, column: 1 }
+        );
+        let e = Embeddings::new(&[1.0, 0.0], 2).unwrap();
+        assert!(nearest(e, &[1.0], 1).is_err());
+    }
+
+    #[test]
+    fn cosine_basics() {
+        assert_eq!(cosine(&[1.0, 0.0], &[2.0, 0.0]), 1.0);
+        assert_eq!(cosine(&[1.0, 0.0], &[0.0, 3.0]), 0.0);
+        assert_eq!(cosine(&[1.0, 0.0], &[-1.0, 0.0]), -1.0);
+        assert_eq!(cosine(&[0.0, 0.0], &[1.0, 0.0]), 0.0);
+    }
+
+    #[test]
+    fn nearest_orders_and_breaks_ties_by_index() {
+        let data = emb(&[&[0.0, 1.0], &[1.0, 0.0], &[1.0, 0.1], &[2.0, 0.0]]);
+        let e = Embeddings::new(&data, 2).unwrap();
+        let got = nearest(e, &[1.0, 0.0], 3).unwrap();
+        let idx: Vec<u32> = got.iter().map(|s| s.index).collect();
+        assert_eq!(idx, vec![1, 3, 2]);
+        assert_eq!(nearest(e, &[1.0, 0.0], 10).unwrap().len(), 4);
+        assert!(nearest(e, &[1.0, 0.0], 0).unwrap().is_empty());
+    }
+
+    #[test]
+    fn chain_is_one_single_cluster_but_split_by_complete_linkage() {
+        // A~B and B~C at ~0.96, A~C at ~0.85: a chain.
+        let a = [1.0f32, 0.0];
+        let t = 0.28f32; // angle step in radians
+        let b = [t.cos(), t.sin()];
+        let c = [(2.0 * t).cos(), (2.0 * t).sin()];
+        let data = emb(&[&a, &b, &c]);
+        let e = Embeddings::new(&data, 2).unwrap();
+        let single = cluster(e, 0.9, Linkage::Single);
+        assert_eq!(single.len(), 1);
+        assert_eq!(single[0].members, vec![0, 1, 2]);
+        assert!(single[0].min_similarity < 0.9);
+        let complete = cluster(e, 0.9, Linkage::Complete);
+        assert_eq!(complete.len(), 1);
+        assert_eq!(complete[0].members.len(), 2);
+        assert!(complete[0].min_similarity >= 0.9);
+    }
+
+    #[test]
+    fn threshold_is_inclusive_on_exact_cosine() {
+        let data = emb(&[&[3.0, 4.0], &[3.0, 4.0], &[4.0, 3.0]]);
+        let e = Embeddings::new(&data, 2).unwrap();
+        // cos((3,4),(4,3)) = 24/25 = 0.96 exactly in f64 from these f32 values.
+        let s = cosine(e.row(0), e.row(2));
+        let pairs = similar_pairs(e, s);
+        assert_eq!(pairs.len(), 3);
+        let above = similar_pairs(e, s + 1e-12);
+        assert_eq!(above.len(), 1);
+    }
+
+    fn brute_pairs(e: Embeddings<'_>, threshold: f64) -> Vec<(u32, u32)> {
+        let mut out = Vec::new();
+        for i in 0..e.len() {
+            for j in i + 1..e.len() {
+                if cosine(e.row(i), e.row(j)) >= threshold {
+                    out.push((i as u32, j as u32));
+                }
+            }
+        }
+        out
+    }
+
+    fn vectors() -> impl Strategy<Value = (Vec<f32>, usize)> {
+        (1usize..40, 1usize..300).prop_flat_map(|(dim, n)| {
+            // Few distinct base directions plus small noise, so many pairs are near the cut.
+            let base = prop::collection::vec(-1.0f32..1.0, dim * 4);
+            let picks = prop::collection::vec((0usize..4, -0.2f32..0.2), n * dim);
+            (base, picks).prop_map(move |(base, picks)| {
+                let data = (0..n * dim)
+                    .map(|k| {
+                        let (b, noise) = picks[k];
+                        base[b * dim + k % dim] + noise
+                    })
+                    .collect();
+                (data, dim)
+            })
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        #[test]
+        fn similar_pairs_match_brute_force((data, dim) in vectors(), threshold in 0.5f64..0.999) {
+            let e = Embeddings::new(&data, dim).unwrap();
+            let got: Vec<(u32, u32)> =
+                similar_pairs(e, threshold).iter().map(|p| (p.a, p.b)).collect();
+            prop_assert_eq!(got, brute_pairs(e, threshold));
+        }
+
+        #[test]
+        fn complete_clusters_are_cliques_and_single_are_components(
+            (data, dim) in vectors(), threshold in 0.6f64..0.99
+        ) {
+            let e = Embeddings::new(&data, dim).unwrap();
+            for c in cluster(e, threshold, Linkage::Complete) {
+                prop_assert!(c.min_similarity >= threshold);
+            }
+            let pairs = brute_pairs(e, threshold);
+            let single = cluster(e, threshold, Linkage::Single);
+            let mut cluster_of = vec![usize::MAX; e.len()];
+            for (k, c) in single.iter().enumerate() {
+                for &m in &c.members { cluster_of[m as usize] = k; }
+            }
+            for (a, b) in pairs {
+                prop_assert_ne!(cluster_of[a as usize], usize::MAX);
+                prop_assert_eq!(cluster_of[a as usize], cluster_of[b as usize]);
+            }
+        }
+
+        #[test]
+        fn kernels_agree(v in prop::collection::vec(-1.0f32..1.0, 0..200)) {
+            let w: Vec<f32> = v.iter().rev().copied().collect();
+            let exact: f64 = v.iter().zip(&w).map(|(&x, &y)| x as f64 * y as f64).sum();
+            let fast = kernel::select()(&v, &w) as f64;
+            let portable = kernel::portable()(&v, &w) as f64;
+            prop_assert!((fast - exact).abs() < 1e-3);
+            prop_assert!((portable - exact).abs() < 1e-3);
+        }
+    }
+}

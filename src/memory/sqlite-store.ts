@@ -1,0 +1,212 @@
+/**
+ * `SqliteMemoryStore`: the embedded default. Memories and their embeddings (float32 BLOBs) live
+ * in one SQLite file (better-sqlite3, WAL, `synchronous=FULL`: a write that resolved survives a
+ * crash). Nearest-neighbour search runs natively over an in-process copy of the vectors, loaded
+ * when the store opens; so one process should own the file at a time (another process's writes
+ * are seen after reopening).
+ *
+ * The same file holds the deduplicator's audit log ({@link SqliteMemoryStore.audit}), so history
+ * and `undo` survive restarts too.
+ * @module
+ */
+import Database from 'better-sqlite3';
+import type { AuditEntry, AuditLog, AuditRecord } from './audit.js';
+import type { MemoryStore, NearestMemory, StoredMemory } from './store.js';
+import { VectorIndex } from './vector-index.js';
+
+/** Schema version of the memory tables. */
+export const MEMORY_SCHEMA_VERSION = 1;
+
+interface MemoryRow {
+  id: string;
+  content: string;
+  timestamp_ms: number | null;
+  metadata: string | null;
+  embedding: Buffer;
+}
+
+interface AuditRow extends MemoryRow {
+  seq: number;
+  at_ms: number;
+  action: string;
+  replaced_by: string;
+  similarity: number | null;
+  undone: number;
+}
+
+function toBlob(vector: Float32Array): Buffer {
+  return Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength);
+}
+
+function fromBlob(blob: Buffer): Float32Array {
+  // Copy: the Buffer may be a view into a pool with no float alignment.
+  const bytes = new Uint8Array(blob.byteLength);
+  bytes.set(blob);
+  return new Float32Array(bytes.buffer);
+}
+
+function fromRow(row: MemoryRow): StoredMemory {
+  const memory: StoredMemory = { id: row.id, content: row.content, embedding: fromBlob(row.embedding) };
+  if (row.timestamp_ms !== null) memory.timestamp = row.timestamp_ms;
+  if (row.metadata !== null) memory.metadata = JSON.parse(row.metadata) as Record<string, unknown>;
+  return memory;
+}
+
+function columns(m: StoredMemory): [string, string, number | null, string | null, Buffer] {
+  return [m.id, m.content, m.timestamp ?? null, m.metadata === undefined ? null : JSON.stringify(m.metadata), toBlob(m.embedding)];
+}
+
+/** The embedded {@link MemoryStore}. */
+export class SqliteMemoryStore implements MemoryStore {
+  readonly kind = 'sqlite';
+  readonly path: string;
+  /** The audit log kept in the same file. */
+  readonly audit: AuditLog;
+  #db: Database.Database;
+  #index = new VectorIndex();
+  #stmt: {
+    insert: Database.Statement<[string, string, number | null, string | null, Buffer]>;
+    update: Database.Statement<[string, number | null, string | null, Buffer, string]>;
+    delete: Database.Statement<[string]>;
+    get: Database.Statement<[string], MemoryRow>;
+    all: Database.Statement<[], MemoryRow>;
+  };
+
+  /** Opens (creating if needed) the store in the SQLite file at `path`. */
+  constructor(path: string) {
+    this.path = path;
+    const db = new Database(path);
+    this.#db = db;
+    try {
+      db.pragma('journal_mode = WAL');
+      db.pragma('synchronous = FULL');
+      db.pragma('busy_timeout = 5000');
+      db.exec(`
+        CREATE TABLE IF NOT EXISTS ctxdedup_memory_schema (version INTEGER NOT NULL);
+        CREATE TABLE IF NOT EXISTS ctxdedup_memories (
+          id           TEXT PRIMARY KEY,
+          content      TEXT NOT NULL,
+          timestamp_ms REAL,
+          metadata     TEXT,
+          embedding    BLOB NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS ctxdedup_memory_audit (
+          seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+          at_ms        REAL NOT NULL,
+          action       TEXT NOT NULL,
+          id           TEXT NOT NULL,
+          content      TEXT NOT NULL,
+          timestamp_ms REAL,
+          metadata     TEXT,
+          embedding    BLOB NOT NULL,
+          replaced_by  TEXT NOT NULL,
+          similarity   REAL,
+          undone       INTEGER NOT NULL DEFAULT 0
+        );
+      `);
+      const version = db.prepare('SELECT max(version) AS v FROM ctxdedup_memory_schema').get() as { v: number | null };
+      if (version.v === null) db.prepare('INSERT INTO ctxdedup_memory_schema (version) VALUES (?)').run(MEMORY_SCHEMA_VERSION);
+      else if (version.v > MEMORY_SCHEMA_VERSION) {
+        throw new Error(`ctxdedup: ${path} has memory schema ${version.v}, newer than this version supports (${MEMORY_SCHEMA_VERSION})`);
+      }
+      this.#stmt = {
+        insert: db.prepare('INSERT INTO ctxdedup_memories (id, content, timestamp_ms, metadata, embedding) VALUES (?, ?, ?, ?, ?)'),
+        update: db.prepare('UPDATE ctxdedup_memories SET content = ?, timestamp_ms = ?, metadata = ?, embedding = ? WHERE id = ?'),
+        delete: db.prepare('DELETE FROM ctxdedup_memories WHERE id = ?'),
+        get: db.prepare('SELECT * FROM ctxdedup_memories WHERE id = ?'),
+        all: db.prepare('SELECT * FROM ctxdedup_memories ORDER BY rowid'),
+      };
+      for (const row of this.#stmt.all.iterate()) this.#index.set(row.id, fromBlob(row.embedding));
+    } catch (error) {
+      db.close();
+      throw error;
+    }
+    this.audit = new SqliteAuditLog(db);
+  }
+
+  #open(): void {
+    if (!this.#db.open) throw new Error(`ctxdedup: the SQLite memory store ${this.path} is closed`);
+  }
+
+  async add(memory: StoredMemory): Promise<void> {
+    this.#open();
+    this.#index.check(memory.embedding, 'embedding');
+    if (this.#stmt.get.get(memory.id) !== undefined) throw new Error(`ctxdedup: memory ${JSON.stringify(memory.id)} already exists`);
+    this.#stmt.insert.run(...columns(memory));
+    this.#index.set(memory.id, memory.embedding);
+  }
+
+  async update(memory: StoredMemory): Promise<void> {
+    this.#open();
+    this.#index.check(memory.embedding, 'embedding');
+    const [id, content, timestamp, metadata, embedding] = columns(memory);
+    if (this.#stmt.update.run(content, timestamp, metadata, embedding, id).changes === 0) {
+      throw new Error(`ctxdedup: memory ${JSON.stringify(memory.id)} does not exist`);
+    }
+    this.#index.set(memory.id, memory.embedding);
+  }
+
+  async delete(id: string): Promise<boolean> {
+    this.#open();
+    const removed = this.#stmt.delete.run(id).changes > 0;
+    this.#index.delete(id);
+    return removed;
+  }
+
+  async get(id: string): Promise<StoredMemory | undefined> {
+    this.#open();
+    const row = this.#stmt.get.get(id);
+    return row && fromRow(row);
+  }
+
+  async list(): Promise<StoredMemory[]> {
+    this.#open();
+    return this.#stmt.all.all().map(fromRow);
+  }
+
+  async nearest(vector: Float32Array, k: number): Promise<NearestMemory[]> {
+    this.#open();
+    return this.#index.nearest(vector, k).map(({ id, similarity }) => ({ memory: fromRow(this.#stmt.get.get(id)!), similarity }));
+  }
+
+  async close(): Promise<void> {
+    if (this.#db.open) this.#db.close();
+  }
+}
+
+/** The audit log in the memory store's SQLite file. */
+class SqliteAuditLog implements AuditLog {
+  #insert: Database.Statement<[number, string, string, string, number | null, string | null, Buffer, string, number | null]>;
+  #all: Database.Statement<[], AuditRow>;
+  #undo: Database.Statement<[number]>;
+
+  constructor(db: Database.Database) {
+    this.#insert = db.prepare(
+      'INSERT INTO ctxdedup_memory_audit (at_ms, action, id, content, timestamp_ms, metadata, embedding, replaced_by, similarity) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+    );
+    this.#all = db.prepare('SELECT * FROM ctxdedup_memory_audit ORDER BY seq');
+    this.#undo = db.prepare('UPDATE ctxdedup_memory_audit SET undone = 1 WHERE seq = ?');
+  }
+
+  async record(entry: AuditRecord): Promise<AuditEntry> {
+    const [id, content, timestamp, metadata, embedding] = columns(entry.memory);
+    const { lastInsertRowid } = this.#insert.run(entry.at, entry.action, id, content, timestamp, metadata, embedding, entry.replacedBy, entry.similarity);
+    return { ...entry, seq: Number(lastInsertRowid), undone: false };
+  }
+
+  async list(): Promise<AuditEntry[]> {
+    return this.#all.all().map((row) => ({
+      seq: row.seq,
+      at: row.at_ms,
+      action: row.action as AuditEntry['action'],
+      memory: fromRow(row),
+      replacedBy: row.replaced_by,
+      similarity: row.similarity,
+      undone: row.undone !== 0,
+    }));
+  }
+
+  async markUndone(seq: number): Promise<void> {
+    this.#undo.run(seq);
+  }
+}
