@@ -16,6 +16,7 @@ export {
   type RecommendedThresholds,
 } from './embedding.js';
 export { buildMergePrompt } from './prompt.js';
+export { parseMemoryConfig, openMemoryStore, type MemoryConfig } from './config.js';
 export {
   MemoryDeduplicator,
   type MemoryDeduplicatorOptions,
