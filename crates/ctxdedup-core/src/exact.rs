@@ -1,72 +1,119 @@
 //! Byte-exact grouping: contents are equal iff their UTF-16 code units are equal.
 //!
-//! A keyed in-memory hash (ahash, never exposed) buckets contents by (length, hash); every
-//! bucket is then verified by comparing the code units, so a hash collision, accidental or
-//! crafted, can cost time proportional to the colliding contents but never merges distinct ones.
+//! Candidates are narrowed in stages, each cheaper than reading everything: contents of a length
+//! no other content has are unique; then those whose (length, first [`PREFIX_UNITS`] units) is
+//! unique; only the rest are read whole, once each. A keyed in-memory hash (ahash, never exposed)
+//! buckets them by (length, hash), and a content joins a group only after comparing equal unit by
+//! unit, so a hash collision, accidental or crafted, can cost time proportional to the colliding
+//! contents but never merges distinct ones. With sources that copy contents out of JavaScript,
+//! most distinct contents are thus never copied in full.
 
-use crate::source::Utf16Source;
+use crate::source::{Utf16Source, PREFIX_UNITS};
 use ahash::{AHashMap, RandomState};
+
+/// Keeps the members of `candidates` whose key is shared with another candidate.
+fn shared_keys<K: std::hash::Hash + Eq>(
+    candidates: Vec<usize>,
+    mut key: impl FnMut(usize) -> K,
+) -> Vec<usize> {
+    let keys: Vec<K> = candidates.iter().map(|&i| key(i)).collect();
+    let mut count: AHashMap<&K, u32> = AHashMap::with_capacity(keys.len());
+    for k in &keys {
+        *count.entry(k).or_insert(0) += 1;
+    }
+    candidates
+        .iter()
+        .zip(&keys)
+        .filter(|(_, k)| count[k] > 1)
+        .map(|(&i, _)| i)
+        .collect()
+}
 
 /// For every item, the index of the first item with the same content (itself if it is first).
 pub fn group_exact<S: Utf16Source>(src: &S) -> Vec<u32> {
-    let n = src.count();
     let hasher = RandomState::new();
-    // (length, hash) -> first index in the bucket; `next` chains the rest of the bucket.
-    let mut heads: AHashMap<(usize, u64), u32> = AHashMap::with_capacity(n);
-    let mut next = vec![u32::MAX; n];
-    let mut tail = vec![u32::MAX; n];
-    let mut multi: Vec<u32> = Vec::new();
-    for i in 0..n {
-        let key = src.with_units(i, |units| (units.len(), hasher.hash_one(units)));
-        match heads.get(&key) {
-            Some(&head) => {
-                let h = head as usize;
-                let last = if tail[h] == u32::MAX {
-                    h
-                } else {
-                    tail[h] as usize
-                };
-                next[last] = i as u32;
-                tail[h] = i as u32;
-                if last == h {
-                    multi.push(head);
+    group_exact_within(src, KEPT_BUDGET, |units| hasher.hash_one(units))
+}
+
+/// [`group_exact`] keeping at most `budget` units of distinct contents, with a given hash (tests
+/// pass a constant one to make every content collide).
+fn group_exact_within<S: Utf16Source>(
+    src: &S,
+    budget: usize,
+    hash: impl Fn(&[u16]) -> u64,
+) -> Vec<u32> {
+    let n = src.count();
+    let mut rep: Vec<u32> = (0..n as u32).collect();
+
+    let candidates = shared_keys((0..n).collect(), |i| src.len_of(i));
+    let candidates = shared_keys(candidates, |i| {
+        let len = src.len_of(i);
+        if len <= PREFIX_UNITS {
+            // The prefix is the whole content: skip straight to the full-content stage.
+            return (len, 0);
+        }
+        (len, src.with_prefix(i, PREFIX_UNITS, |units| hash(units)))
+    });
+
+    // Each candidate is read once: hashed, then compared with the distinct contents already
+    // seen under the same (length, hash), whose units are kept in `kept` (up to a budget).
+    let mut distinct: AHashMap<(usize, u64), Vec<Distinct>> =
+        AHashMap::with_capacity(candidates.len());
+    let mut kept: Vec<u16> = Vec::new();
+    for i in candidates {
+        let found = src.with_units(i, |units| {
+            let key = (units.len(), hash(units));
+            let seen = distinct.entry(key).or_default();
+            for d in seen.iter() {
+                if let Some(range) = &d.kept {
+                    if kept[range.clone()] == *units {
+                        return Ok(d.first);
+                    }
                 }
             }
-            None => {
-                heads.insert(key, i as u32);
+            if seen.iter().all(|d| d.kept.is_some()) {
+                let range = (kept.len() + units.len() <= budget).then(|| {
+                    kept.extend_from_slice(units);
+                    kept.len() - units.len()..kept.len()
+                });
+                seen.push(Distinct {
+                    first: i as u32,
+                    kept: range,
+                });
+                return Ok(i as u32);
             }
-        }
-    }
-    drop(heads);
-
-    let mut rep: Vec<u32> = (0..n as u32).collect();
-    for head in multi {
-        let mut members = Vec::new();
-        let mut cur = head;
-        while cur != u32::MAX {
-            members.push(cur as usize);
-            cur = next[cur as usize];
-        }
-        verify_bucket(src, members, &mut rep);
+            // Over budget: some earlier content of this key was not kept; compare it below.
+            Err((key, units.to_vec()))
+        });
+        rep[i] = match found {
+            Ok(first) => first,
+            Err((key, units)) => {
+                let seen = distinct.get_mut(&key).expect("key inserted above");
+                let equal = seen
+                    .iter()
+                    .filter(|d| d.kept.is_none())
+                    .map(|d| d.first)
+                    .find(|&first| src.with_units(first as usize, |u| *u == *units));
+                equal.unwrap_or_else(|| {
+                    seen.push(Distinct {
+                        first: i as u32,
+                        kept: None,
+                    });
+                    i as u32
+                })
+            }
+        };
     }
     rep
 }
 
-/// Splits one hash bucket (ascending indices) into groups of truly equal contents.
-fn verify_bucket<S: Utf16Source>(src: &S, mut members: Vec<usize>, rep: &mut [u32]) {
-    while members.len() > 1 {
-        let first = members[0];
-        let reference: Vec<u16> = src.with_units(first, |u| u.to_vec());
-        let mut rest = Vec::new();
-        for &m in &members[1..] {
-            if src.with_units(m, |u| u == reference.as_slice()) {
-                rep[m] = first as u32;
-            } else {
-                rest.push(m);
-            }
-        }
-        members = rest;
-    }
+/// Units of distinct contents kept for comparison (128 MiB); beyond it, contents are read again.
+const KEPT_BUDGET: usize = 64 << 20;
+
+/// The first item of one distinct content, and where its units are kept, if they are.
+struct Distinct {
+    first: u32,
+    kept: Option<std::ops::Range<usize>>,
 }
 
 #[cfg(test)]
@@ -90,12 +137,42 @@ mod tests {
         assert_eq!(group_exact(&arena), vec![0, 1, 2, 0, 4, 4]);
     }
 
-    #[test]
-    fn verifies_colliding_buckets() {
-        // Exercise verify_bucket directly with a bucket that mixes unequal contents.
-        let arena = Utf16Arena::from_strs(&["x", "y", "x", "y", "z"]);
-        let mut rep: Vec<u32> = (0..5).collect();
-        verify_bucket(&arena, vec![0, 1, 2, 3, 4], &mut rep);
-        assert_eq!(rep, vec![0, 1, 0, 1, 4]);
+    fn brute_force(items: &[Vec<u16>]) -> Vec<u32> {
+        (0..items.len())
+            .map(|i| items.iter().position(|x| *x == items[i]).unwrap() as u32)
+            .collect()
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn matches_brute_force_across_stages(
+            picks in proptest::collection::vec((0usize..4, 0usize..3, 0u16..3), 0..60)
+        ) {
+            // Lengths around the prefix size, a shared long prefix, and differences placed
+            // before, at and after the prefix boundary, so every stage decides some items.
+            let items: Vec<Vec<u16>> = picks
+                .iter()
+                .map(|&(len, at, unit)| {
+                    let len = [3, PREFIX_UNITS, PREFIX_UNITS + 1, 3 * PREFIX_UNITS][len];
+                    let mut v = vec![0x61u16; len];
+                    let pos = [0, PREFIX_UNITS, len - 1][at].min(len - 1);
+                    v[pos] = unit;
+                    v
+                })
+                .collect();
+            let mut arena = Utf16Arena::new();
+            for item in &items {
+                arena.push(item);
+            }
+            let expected = brute_force(&items);
+            proptest::prop_assert_eq!(group_exact(&arena), expected.clone());
+            // A tiny budget forces the read-again path for most contents.
+            let real = RandomState::new();
+            let real = |u: &[u16]| real.hash_one(u);
+            proptest::prop_assert_eq!(group_exact_within(&arena, 2 * PREFIX_UNITS, real), expected.clone());
+            // Every content colliding with every other, with and without the budget.
+            proptest::prop_assert_eq!(group_exact_within(&arena, usize::MAX, |_| 7), expected.clone());
+            proptest::prop_assert_eq!(group_exact_within(&arena, 2 * PREFIX_UNITS, |_| 7), expected);
+        }
     }
 }

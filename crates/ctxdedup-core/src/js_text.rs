@@ -82,12 +82,24 @@ fn lower_well_formed(units: &[u16], out: &mut Vec<u16>) {
     if units.is_empty() {
         return;
     }
+    let decoded = char::decode_utf16(units.iter().copied())
+        .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER));
+    if !units.contains(&CAPITAL_SIGMA) {
+        // Final_Sigma is the only context-dependent rule of the full mapping: without a capital
+        // sigma, lowering char by char is exact, and needs no intermediate String.
+        let mut buf = [0u16; 2];
+        for c in decoded.flat_map(char::to_lowercase) {
+            out.extend_from_slice(c.encode_utf16(&mut buf));
+        }
+        return;
+    }
     // `str::to_lowercase` implements the full mapping including Final_Sigma, like ECMAScript.
-    let text: String = char::decode_utf16(units.iter().copied())
-        .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER))
-        .collect();
+    let text: String = decoded.collect();
     out.extend(text.to_lowercase().encode_utf16());
 }
+
+/// U+03A3, whose lowercase form depends on its neighbours (Final_Sigma).
+const CAPITAL_SIGMA: u16 = 0x03A3;
 
 /// `line.trim().toLowerCase()` appended to `out`.
 pub fn normalize_line_into(line: &[u16], out: &mut Vec<u16>) {
@@ -140,5 +152,16 @@ mod tests {
         assert_eq!(lower(&[0xDC00, 0x3A3]), vec![0xDC00, 0x3C3]);
         // "AΣ" then a lone surrogate: the sigma is word-final, as in JavaScript.
         assert_eq!(lower(&[0x41, 0x3A3, 0xD800]), vec![0x61, 0x3C2, 0xD800]);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn char_by_char_lowering_matches_the_full_mapping(
+            text in "[A-Za-zÀ-ÿΣσςΑ-Ωİıẞ\u{10400}-\u{1044F}\u{212A} .,-]{0,40}"
+        ) {
+            let units: Vec<u16> = text.encode_utf16().collect();
+            let expected: Vec<u16> = text.to_lowercase().encode_utf16().collect();
+            proptest::prop_assert_eq!(lower(&units), expected);
+        }
     }
 }

@@ -4,6 +4,10 @@
 //! them straight out of JavaScript strings (synchronous calls, no full copy of the batch) or hand
 //! over an owned [`Utf16Arena`] (asynchronous calls that run off the JavaScript thread).
 
+/// Prefix length the algorithms read to tell contents apart cheaply; sources that copy contents
+/// out of JavaScript keep this many leading units of each content at hand.
+pub const PREFIX_UNITS: usize = 64;
+
 /// A batch of contents, each a sequence of UTF-16 code units.
 pub trait Utf16Source {
     /// Number of contents in the batch.
@@ -18,10 +22,16 @@ pub trait Utf16Source {
     /// same source.
     fn with_units<R>(&self, index: usize, f: impl FnOnce(&[u16]) -> R) -> R;
 
-    /// Whether content `index` starts with `prefix`. Sources that copy contents override this
-    /// to read only the first units.
+    /// Calls `f` with at most the first `max_units` code units of content `index`. Sources that
+    /// copy contents override this to copy only those units.
+    fn with_prefix<R>(&self, index: usize, max_units: usize, f: impl FnOnce(&[u16]) -> R) -> R {
+        self.with_units(index, |units| f(&units[..units.len().min(max_units)]))
+    }
+
+    /// Whether content `index` starts with `prefix`.
     fn starts_with(&self, index: usize, prefix: &[u16]) -> bool {
-        self.with_units(index, |units| units.starts_with(prefix))
+        prefix.len() <= self.len_of(index)
+            && self.with_prefix(index, prefix.len(), |units| units == prefix)
     }
 }
 
@@ -124,6 +134,10 @@ impl<S: Utf16Source> Utf16Source for Subset<'_, S> {
 
     fn with_units<R>(&self, index: usize, f: impl FnOnce(&[u16]) -> R) -> R {
         self.inner.with_units(self.indices[index], f)
+    }
+
+    fn with_prefix<R>(&self, index: usize, max_units: usize, f: impl FnOnce(&[u16]) -> R) -> R {
+        self.inner.with_prefix(self.indices[index], max_units, f)
     }
 
     fn starts_with(&self, index: usize, prefix: &[u16]) -> bool {

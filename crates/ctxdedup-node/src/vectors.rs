@@ -3,6 +3,10 @@
 //! Embeddings cross as one `Float32Array` (row-major) plus the dimension; results come back as
 //! typed arrays. Clusters are flattened: cluster `c` is `members[offsets[c]..offsets[c + 1]]`.
 
+// napi-derive does not register exports in test builds, so outside the crate root they would
+// count as dead code there.
+#![cfg_attr(test, allow(dead_code))]
+
 use ctxdedup_core::hashed_embedding::embed_hashed;
 use ctxdedup_core::vectors::{cluster, nearest, Cluster, Embeddings, Linkage, VectorError};
 use ctxdedup_core::Utf16Arena;
