@@ -15,6 +15,7 @@ export {
   type HashedEmbeddingOptions,
   type RecommendedThresholds,
 } from './embedding.js';
+export { onnxEmbedding, ALL_MINILM_L6_V2_THRESHOLDS, type OnnxEmbeddingOptions, type OnnxEmbedFunction } from './onnx-embedding.js';
 export { buildMergePrompt } from './prompt.js';
 export { parseMemoryConfig, openMemoryStore, type MemoryConfig } from './config.js';
 export {
