@@ -32,7 +32,7 @@ pub struct FuzzyMember {
     pub raw_len: usize,
     fingerprint: Vec<u32>,
     /// Distinct line ids with their counts, sorted by line id.
-    bag: Vec<(u32, u32)>,
+    pub(crate) bag: Vec<(u32, u32)>,
     /// Number of normalized lines (the bag's total count).
     lines: usize,
 }
@@ -51,7 +51,7 @@ impl FuzzyGroup {
 }
 
 /// Multiset Jaccard: `sum(min) / sum(max)` over line counts, summed as integers.
-fn jaccard(a: &FuzzyMember, b: &FuzzyMember) -> f64 {
+pub(crate) fn jaccard(a: &FuzzyMember, b: &FuzzyMember) -> f64 {
     let inter = intersection(&a.bag, &b.bag);
     let union = a.lines + b.lines - inter;
     inter as f64 / union as f64
@@ -96,9 +96,59 @@ fn ratio(a: usize, b: usize) -> f64 {
     }
 }
 
+/// Distinct normalized lines, numbered in order of first appearance. Lines live in one buffer
+/// and are found by hash, with a chain for the rare hash collision: no allocation per line.
+#[derive(Default)]
+struct LineInterner {
+    hasher: ahash::RandomState,
+    /// Line hash -> the first id with that hash.
+    first_with_hash: AHashMap<u64, u32>,
+    /// Id -> the next id with the same hash (`u32::MAX`: none).
+    next_with_hash: Vec<u32>,
+    /// Id -> end of the line in `units` (the start is the previous id's end).
+    ends: Vec<usize>,
+    units: Vec<u16>,
+}
+
+impl LineInterner {
+    fn line(&self, id: u32) -> &[u16] {
+        let id = id as usize;
+        let start = if id == 0 { 0 } else { self.ends[id - 1] };
+        &self.units[start..self.ends[id]]
+    }
+
+    fn intern(&mut self, line: &[u16]) -> u32 {
+        let hash = self.hasher.hash_one(line);
+        let new_id = self.ends.len() as u32;
+        let mut last = match self.first_with_hash.entry(hash) {
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(new_id);
+                u32::MAX
+            }
+            std::collections::hash_map::Entry::Occupied(slot) => *slot.get(),
+        };
+        while last != u32::MAX {
+            if self.line(last) == line {
+                return last;
+            }
+            match self.next_with_hash[last as usize] {
+                u32::MAX => {
+                    self.next_with_hash[last as usize] = new_id;
+                    break;
+                }
+                next => last = next,
+            }
+        }
+        self.units.extend_from_slice(line);
+        self.ends.push(self.units.len());
+        self.next_with_hash.push(u32::MAX);
+        new_id
+    }
+}
+
 /// Normalizes the participants into bags of interned line ids; drops those with < 2 lines.
-fn build_members<S: Utf16Source>(src: &S, participants: &[usize]) -> Vec<FuzzyMember> {
-    let mut interner: AHashMap<Box<[u16]>, u32> = AHashMap::new();
+pub(crate) fn build_members<S: Utf16Source>(src: &S, participants: &[usize]) -> Vec<FuzzyMember> {
+    let mut interner = LineInterner::default();
     let mut scratch: Vec<u16> = Vec::new();
     let mut ids: Vec<u32> = Vec::new();
     let mut members = Vec::with_capacity(participants.len());
@@ -108,18 +158,9 @@ fn build_members<S: Utf16Source>(src: &S, participants: &[usize]) -> Vec<FuzzyMe
             for line in units.split(|&u| u == 0x0A) {
                 scratch.clear();
                 normalize_line_into(line, &mut scratch);
-                if scratch.is_empty() {
-                    continue;
+                if !scratch.is_empty() {
+                    ids.push(interner.intern(&scratch));
                 }
-                let next_id = interner.len() as u32;
-                let id = match interner.get(scratch.as_slice()) {
-                    Some(&id) => id,
-                    None => {
-                        interner.insert(scratch.as_slice().into(), next_id);
-                        next_id
-                    }
-                };
-                ids.push(id);
             }
             units.len()
         });
@@ -150,7 +191,7 @@ fn build_members<S: Utf16Source>(src: &S, participants: &[usize]) -> Vec<FuzzyMe
 /// Tokens a member is indexed and probed under. With `threshold > 0`: its prefix under the
 /// global rarest-first token order. Otherwise (every candidate pair can match): the distinct
 /// lines of its fingerprint, which any pair with overlap >= 3 shares.
-fn probe_tokens(member: &FuzzyMember, threshold: f64, doc_freq: &[u32]) -> Vec<u64> {
+pub(crate) fn probe_tokens(member: &FuzzyMember, threshold: f64, doc_freq: &[u32]) -> Vec<u64> {
     if threshold <= 0.0 {
         let mut lines = member.fingerprint.clone();
         lines.sort_unstable();
@@ -176,7 +217,7 @@ fn probe_tokens(member: &FuzzyMember, threshold: f64, doc_freq: &[u32]) -> Vec<u
 }
 
 /// Whether two members are linked in the match graph.
-fn linked(a: &FuzzyMember, b: &FuzzyMember, threshold: f64) -> bool {
+pub(crate) fn linked(a: &FuzzyMember, b: &FuzzyMember, threshold: f64) -> bool {
     let (lo, hi) = if a.lines < b.lines {
         (a.lines, b.lines)
     } else {
@@ -213,15 +254,18 @@ pub fn fuzzy_groups<S: Utf16Source>(
     }
 
     let mut uf = UnionFind::new(members.len());
-    let mut postings: AHashMap<u64, Vec<u32>> = AHashMap::new();
+    // Inverted index as linked lists in one buffer: token -> its newest posting; each posting
+    // holds a member and the previous posting of the same token (no allocation per token).
+    let mut newest: AHashMap<u64, u32> = AHashMap::with_capacity(members.len() * 4);
+    let mut postings: Vec<(u32, u32)> = Vec::with_capacity(members.len() * 4);
     let mut seen = vec![u32::MAX; members.len()];
     for i in 0..members.len() {
         let tokens = probe_tokens(&members[i], threshold, &doc_freq);
         for token in &tokens {
-            let Some(list) = postings.get(token) else {
-                continue;
-            };
-            for &j in list {
+            let mut at = newest.get(token).copied().unwrap_or(u32::MAX);
+            while at != u32::MAX {
+                let (j, previous) = postings[at as usize];
+                at = previous;
                 let j = j as usize;
                 if seen[j] == i as u32 {
                     continue;
@@ -233,10 +277,12 @@ pub fn fuzzy_groups<S: Utf16Source>(
             }
         }
         for token in tokens {
-            postings.entry(token).or_default().push(i as u32);
+            let slot = postings.len() as u32;
+            let previous = newest.insert(token, slot).unwrap_or(u32::MAX);
+            postings.push((i as u32, previous));
         }
     }
-    drop(postings);
+    drop((newest, postings));
 
     let mut slots: Vec<Option<FuzzyMember>> = members.into_iter().map(Some).collect();
     uf.groups(2)
