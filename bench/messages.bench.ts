@@ -104,6 +104,16 @@ async function runSize(count: number): Promise<BenchRow[]> {
       `median of ${runs} fresh inputs`,
     ),
   );
+  rows.push(
+    msRow(
+      SUITE,
+      `${label} exact: cce analyzeDuplicates vs djb2-bucket reference, cold`,
+      coldMs(() => clone(messages), (m) => analyzeDuplicates(m, n, PRESERVE), runs),
+      coldMs(() => clone(messages), (m) => refAnalyzeDuplicatesDjb2(m, n, PRESERVE), runs),
+      mc,
+      `median of ${runs} fresh inputs; CCE-style bucketing`,
+    ),
+  );
 
   let lastNative: PairResult | undefined;
   let lastReference: PairResult | undefined;
