@@ -6,6 +6,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChromaClient, type EmbeddingFunction } from 'chromadb';
 import { ChromaMemoryStore } from '../src/memory/chroma-store.js';
+import { MemoryDeduplicator } from '../src/memory/deduplicator.js';
+import type { EmbedFunction } from '../src/memory/embedding.js';
 import { chromaAvailable, startChroma, type ChromaProcess } from './chroma-server.js';
 import { freePort, tempDir } from './ingest-services.js';
 import {
@@ -39,6 +41,36 @@ describe.skipIf(!available)('ChromaMemoryStore on a real Chroma server', () => {
   });
 
   describeMemoryStoreContract('chroma', open);
+
+  it('drives the MemoryDeduplicator: write-time replace, merge and insert, batch, undo', async () => {
+    const store = await open();
+    // The first word of a text names its vector; cos(a, b) = 0.96, cos(a, c) = 0.8, d is orthogonal.
+    const vectors: Record<string, number[]> = { a: [3, 4, 0, 0], b: [4, 3, 0, 0], c: [0, 5, 0, 0], d: [0, 0, 0, 1] };
+    const embed: EmbedFunction = async (texts) => texts.map((t) => vectors[t.split(' ')[0]!]!);
+    const merge = async (): Promise<string> => 'a merged';
+    const writer = new MemoryDeduplicator({ store, embed, merge, upperThreshold: 0.99, lowerThreshold: 0.9 });
+    expect((await writer.checkAndMerge({ id: 'm1', content: 'a first', timestamp: 1 })).decision).toBe('insert');
+    const merged = await writer.checkAndMerge({ id: 'm2', content: 'b second', timestamp: 2 });
+    expect(merged).toMatchObject({ decision: 'merge', replaced: ['m1'], closestId: 'm1' });
+    expect(merged.similarity).toBeCloseTo(0.96, 6);
+    expect((await writer.checkAndMerge({ id: 'm3', content: 'd third', timestamp: 3 })).decision).toBe('insert');
+    const replacer = new MemoryDeduplicator({ store, embed, upperThreshold: 0.95, lowerThreshold: 0.9 });
+    expect((await replacer.checkAndMerge({ id: 'm4', content: 'a fourth', timestamp: 4 })).decision).toBe('replace');
+    expect((await store.list()).map((m) => m.content).sort()).toEqual(['a fourth', 'd third']);
+    await writer.undo('m1');
+    expect((await store.get('m1'))?.content).toBe('a first');
+
+    // Batch: m1 (a) and m4 (a) are the same vector, so all pairs are >= upper: keep the newest.
+    const batch = new MemoryDeduplicator({ store, embed, upperThreshold: 0.95, lowerThreshold: 0.9 });
+    const before = (await store.list()).map((m) => m.id).sort();
+    const dry = await batch.deduplicateAll({ dryRun: true });
+    expect((await store.list()).map((m) => m.id).sort()).toEqual(before);
+    expect(dry.clusters.map((c) => [c.members.map((m) => m.id), c.action])).toEqual([[['m1', 'm4'], 'keep_newest']]);
+    const real = await batch.deduplicateAll();
+    expect(real.clusters.map((c) => c.removed)).toEqual([['m1']]);
+    expect((await store.list()).map((m) => m.id).sort()).toEqual(['m3', 'm4']);
+    await store.close();
+  });
 
   it('connects to the same collection again and sees what another instance wrote', async () => {
     const name = `shared-${++collections}`;
