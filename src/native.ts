@@ -61,6 +61,14 @@ export interface NativeClusters {
   maxSimilarity: Float64Array;
 }
 
+/** Near duplicates of a batch against a window, per batch item. @internal */
+export interface NativeNearMatches {
+  /** The matched position: a window index, or window length + batch index; -1 for none. */
+  target: Int32Array;
+  /** Multiset line Jaccard with the target; NaN for none. */
+  similarity: Float64Array;
+}
+
 /** The addon's exports. @internal */
 export interface NativeBinding {
   sha256Bytes(data: Uint8Array): string;
@@ -82,6 +90,8 @@ export interface NativeBinding {
   panicForTest(): void;
   ingestHashBatch(contents: string[]): NativeIngestBatch;
   ingestHashBatchAsync(contents: string[]): Promise<NativeIngestBatch>;
+  nearDuplicatesInWindow(window: string[], batch: string[], exclude: Uint8Array, threshold: number): NativeNearMatches;
+  nearDuplicatesInWindowAsync(window: string[], batch: string[], exclude: Uint8Array, threshold: number): Promise<NativeNearMatches>;
   /** 64 lowercase hex characters per content longer than `minBytes`, in batch order. */
   resourceChecksums(contents: (string | Uint8Array)[], byteLengths: Float64Array, minBytes: number): string;
   dedupeFindings(texts: string[], minKeyUnits: number): NativeFindings;

@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import { sha256 } from '../src/identity.js';
 import { IngestIndex, type IngestResult } from '../src/ingest/index.js';
 import { hashBatch, hashBatchJs } from '../src/ingest/hash.js';
-import { SqliteStore } from '../src/ingest/sqlite-store.js';
+import Database from 'better-sqlite3';
+import { SQLITE_SCHEMA_VERSION, SqliteStore } from '../src/ingest/sqlite-store.js';
 import { redisAvailable, startRedis, tempDir, type RedisProcess } from './ingest-services.js';
 
 const tmp = tempDir();
@@ -42,7 +43,7 @@ describe.each(localStores)('IngestIndex on the %s store', (_name, spec) => {
     ]);
     expect(statuses(first)).toEqual(['new', 'new', 'dup:a']);
     expect(first[0]).toEqual({ status: 'new', id: 'a', sha256: sha256('alpha') });
-    expect(first[2]).toEqual({ status: 'duplicate', id: 'c', duplicateOf: 'a', sha256: sha256('alpha') });
+    expect(first[2]).toEqual({ status: 'duplicate', match: 'exact', id: 'c', duplicateOf: 'a', sha256: sha256('alpha') });
     const second = await index.ingest('docs', [
       { id: 'd', content: 'beta' },
       { id: 'e', content: 'gamma' },
@@ -167,6 +168,62 @@ describe('SQLite store durability', () => {
     expect(again.every((r, i) => r.status === 'duplicate' && r.duplicateOf === `k${i}`)).toBe(true);
     expect((second.store as SqliteStore).count('ns')).toBe(500);
     await second.close();
+  });
+});
+
+describe('SQLite store: schema, options, worker thread', () => {
+  it('upgrades a schema 1 file (hex digests) in place, keeping every entry', async () => {
+    const path = join(tmp.dir, 'v1.sqlite');
+    const old = new Database(path);
+    old.pragma('journal_mode = WAL');
+    old.exec(`
+      CREATE TABLE ctxdedup_ingest (namespace TEXT NOT NULL, sha256 TEXT NOT NULL, id TEXT NOT NULL, created_ms INTEGER NOT NULL,
+        expires_ms INTEGER, metadata TEXT, PRIMARY KEY (namespace, sha256)) WITHOUT ROWID;
+      CREATE INDEX ctxdedup_ingest_expiry ON ctxdedup_ingest (expires_ms) WHERE expires_ms IS NOT NULL;
+      PRAGMA user_version = 1;
+    `);
+    const insert = old.prepare('INSERT INTO ctxdedup_ingest VALUES (?, ?, ?, ?, ?, ?)');
+    for (let i = 0; i < 50; i++) insert.run('ns', sha256(`old ${i}`), `old-${i}`, 1, null, JSON.stringify({ i }));
+    old.close();
+
+    const index = await IngestIndex.open({ store: `sqlite:${path}` });
+    const again = await index.ingest('ns', Array.from({ length: 51 }, (_, i) => ({ id: `new-${i}`, content: `old ${i}` })));
+    expect(again.slice(0, 50).every((r, i) => r.status === 'duplicate' && r.duplicateOf === `old-${i}`)).toBe(true);
+    expect(again[50]!.status).toBe('new');
+    expect((index.store as SqliteStore).count('ns')).toBe(51);
+    await index.close();
+    const check = new Database(path, { readonly: true });
+    expect(check.pragma('user_version', { simple: true })).toBe(SQLITE_SCHEMA_VERSION);
+    expect(check.prepare('SELECT DISTINCT typeof(sha256) AS t, length(sha256) AS n FROM ctxdedup_ingest').all()).toEqual([{ t: 'blob', n: 32 }]);
+    expect(check.prepare('SELECT metadata FROM ctxdedup_ingest WHERE id = ?').get('old-7')).toEqual({ metadata: '{"i":7}' });
+    check.close();
+  });
+
+  it('refuses a file with a newer schema, and bad SQLite options', async () => {
+    const path = join(tmp.dir, 'future.sqlite');
+    const db = new Database(path);
+    db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION + 1}`);
+    db.close();
+    await expect(IngestIndex.open({ store: `sqlite:${path}` })).rejects.toThrow(/has ingest schema 3, newer than this version supports \(2\)/);
+    await expect(IngestIndex.open({ store: sqliteSpec(), sqlite: { synchronous: 'off' as never } })).rejects.toThrow(
+      new TypeError(`options.sqlite.synchronous must be 'full' or 'normal', got a string`),
+    );
+    await expect(IngestIndex.open({ store: sqliteSpec(), sqlite: { busyTimeoutMs: -1 } })).rejects.toThrow(/^options\.sqlite\.busyTimeoutMs/);
+  });
+
+  it('takes synchronous=normal, answers claims posted before close, then refuses more', async () => {
+    const index = await IngestIndex.open({ store: sqliteSpec(), sqlite: { synchronous: 'normal' } });
+    const store = index.store as SqliteStore;
+    expect(store.synchronous).toBe('normal');
+    const claims = Array.from({ length: 20 }, (_, b) =>
+      store.claim('c', [{ sha256: sha256(`c${b % 10}`), id: `id${b}` }], { nowMs: 1 }),
+    );
+    const closed = store.close();
+    const owners = await Promise.all(claims);
+    await closed;
+    // The first ten claimed their content; the next ten found it (one transaction or several, in order).
+    expect(owners.flat()).toEqual([...Array.from({ length: 10 }, () => null), ...Array.from({ length: 10 }, (_, b) => `id${b}`)]);
+    await expect(store.claim('c', [{ sha256: sha256('x'), id: 'x' }], { nowMs: 1 })).rejects.toThrow(/closed/);
   });
 });
 

@@ -42,10 +42,11 @@ describe('ctxdedup serve routes (in-process, real HTTP on 127.0.0.1)', () => {
     expect(first.body).toEqual({
       results: [
         { status: 'new', id: 'a', sha256: sha256('hello') },
-        { status: 'duplicate', id: 'b', duplicateOf: 'a', sha256: sha256('hello') },
+        { status: 'duplicate', match: 'exact', id: 'b', duplicateOf: 'a', sha256: sha256('hello') },
       ],
       new: 1,
       duplicate: 1,
+      nearDuplicate: 0,
     });
     const second = await post('/v1/namespaces/docs/items', JSON.stringify({ items: [{ id: 'a', content: 'hello' }, { id: 'c', content: 'hello' }] }), json);
     expect(second.body.results.map((r: { status: string }) => r.status)).toEqual(['new', 'duplicate']);
@@ -168,7 +169,55 @@ describe('graceful close', () => {
   });
 });
 
+describe('near-duplicate mode over HTTP', () => {
+  it('reports near duplicates per namespace, with counts and a metric', async () => {
+    const local = await startServer({ port: 0, store: 'memory', namespaces: { near: { nearDuplicates: { threshold: 0.8, window: 10 } } } });
+    const doc = (edit?: number): string => Array.from({ length: 10 }, (_, i) => (i === edit ? 'changed' : `line ${i}`)).join('\n');
+    const send = async (ns: string, items: unknown[]): Promise<any> => {
+      const response = await fetch(`${local.url}/v1/namespaces/${ns}/items`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(items) });
+      expect(response.status).toBe(200);
+      return response.json();
+    };
+    const items = [
+      { id: 'a', content: doc() },
+      { id: 'b', content: doc(9) },
+      { id: 'c', content: doc() },
+    ];
+    expect(await send('near', items)).toEqual({
+      results: [
+        { status: 'new', id: 'a', sha256: sha256(doc()) },
+        { status: 'duplicate', match: 'near', id: 'b', duplicateOf: 'a', similarity: 9 / 11, sha256: sha256(doc(9)) },
+        { status: 'duplicate', match: 'exact', id: 'c', duplicateOf: 'a', sha256: sha256(doc()) },
+      ],
+      new: 1,
+      duplicate: 2,
+      nearDuplicate: 1,
+    });
+    expect((await send('plain', items)).nearDuplicate).toBe(0);
+    const metrics = await (await fetch(`${local.url}/metrics`)).text();
+    expect(metrics).toMatch(/^ctxdedup_ingest_near_duplicates_total 1$/m);
+    expect(metrics).toMatch(/^ctxdedup_ingest_items_total\{status="duplicate"\} 3$/m);
+    await local.close();
+  });
+});
+
 describe('serve flags', () => {
+  it('parses --near-duplicates for every namespace or one, and --near-window', () => {
+    expect(parseServeArgs(['--near-duplicates', '0.9'], {})).toMatchObject({ nearDuplicates: { threshold: 0.9 } });
+    expect(parseServeArgs(['--near-duplicates', '1', '--near-window', '50'], {})).toMatchObject({ nearDuplicates: { threshold: 1, window: 50 } });
+    const perNamespace = parseServeArgs(['--near-duplicates', 'docs=0.8', '--near-duplicates', 'chat=0.95'], {});
+    expect(perNamespace).toMatchObject({ namespaces: { docs: { nearDuplicates: { threshold: 0.8 } }, chat: { nearDuplicates: { threshold: 0.95 } } } });
+    expect(perNamespace).not.toHaveProperty('nearDuplicates');
+    for (const bad of ['0', '1.5', 'x', 'docs=', 'docs=0', '']) {
+      expect(() => parseServeArgs(['--near-duplicates', bad], {})).toThrow(/--near-duplicates needs a threshold in \(0, 1\]/);
+    }
+    expect(() => parseServeArgs(['--near-duplicates', '0.9', '--near-window', '0'], {})).toThrow(/--near-window must be a positive integer/);
+    expect(() => parseServeArgs(['--near-window', '10'], {})).toThrow(/--near-window needs --near-duplicates/);
+    expect(parseServeArgs(['--sqlite-sync', 'normal'], {})).toMatchObject({ sqliteSynchronous: 'normal' });
+    expect(() => parseServeArgs(['--sqlite-sync', 'off'], {})).toThrow(/--sqlite-sync must be full or normal/);
+  });
+
+
   it('parses sizes and flags, and rejects bad ones', () => {
     expect(parseSize('512kb')).toBe(512 * 1024);
     expect(parseSize('16mb')).toBe(16 * 1024 * 1024);

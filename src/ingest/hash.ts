@@ -18,8 +18,13 @@ export interface BatchIdentity {
 /** How a batch is hashed: `native` (Rust, default) or `js` (node:crypto + Map, for comparison). */
 export type Hashing = 'native' | 'js';
 
-/** Default total size (UTF-16 code units) from which native hashing runs on a worker thread. */
-export const DEFAULT_ASYNC_THRESHOLD = 64 * 1024;
+/**
+ * Default total size (UTF-16 code units) from which native hashing runs on a worker thread:
+ * 256 Ki units, about 0.6 ms of hashing. Below it the batch is hashed inline, which is cheaper
+ * than the hop: the copy into an owned buffer plus a wait for the libuv pool, which under CPU
+ * contention was the slowest 1% of a server's requests (p99 9 ms for 100 × 1 KB instead of 1 ms).
+ */
+export const DEFAULT_ASYNC_THRESHOLD = 256 * 1024;
 
 /**
  * Hashes and groups well-formed contents (the caller has validated them).

@@ -1,14 +1,19 @@
 /**
- * Incremental exact-dedup index for high-volume ingestion.
+ * Incremental dedup index for high-volume ingestion.
  *
  * Identity is the SHA-256 of a content's UTF-8 bytes. Each namespace remembers, per content, the
  * id of the item that first brought it; a later item with the same content is a `duplicate` of
  * that id, unless it *is* that id (a retried item stays `new`: ingestion is retry-safe).
  *
+ * Optionally, per namespace, an item whose content is new but nearly repeats one of the
+ * namespace's recent new items (the message stage's fuzzy line-Jaccard rule) is reported as a
+ * `near` duplicate of it; see {@link NearDuplicateOptions}.
+ *
  * ```ts
  * const index = await IngestIndex.open({ store: 'sqlite:./ingest.sqlite' });
  * const results = await index.ingest('chunks', [{ id: 'a', content: 'hello' }, { id: 'b', content: 'hello' }]);
- * // [{ status: 'new', id: 'a', sha256: '2cf2…' }, { status: 'duplicate', id: 'b', duplicateOf: 'a', sha256: '2cf2…' }]
+ * // [{ status: 'new', id: 'a', sha256: '2cf2…' },
+ * //  { status: 'duplicate', match: 'exact', id: 'b', duplicateOf: 'a', sha256: '2cf2…' }]
  * await index.close();
  * ```
  * @module
@@ -16,11 +21,16 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expectArray, expectObject, expectOptions, optionalNumber, rangeError, typeError } from '../errors.js';
 import { DEFAULT_ASYNC_THRESHOLD, hashBatch, type Hashing } from './hash.js';
+import { DEFAULT_NEAR_WINDOW_MAX_CHARS, NearWindows, nearOption, type NearCandidate, type NearDuplicateOptions, type NearSettings } from './near.js';
+import type { SqliteStoreOptions } from './sqlite-store.js';
 import { openStore, type ClaimRequest, type IngestStore } from './store.js';
 
-export type { ClaimOptions, ClaimRequest, IngestStore } from './store.js';
+export type { ClaimOptions, ClaimRequest, IngestStore, OpenStoreOptions } from './store.js';
+export type { SqliteStoreOptions, SqliteSynchronous } from './sqlite-store.js';
 export { openStore } from './store.js';
 export type { Hashing } from './hash.js';
+export type { NearDuplicateOptions } from './near.js';
+export { DEFAULT_NEAR_THRESHOLD, DEFAULT_NEAR_WINDOW, DEFAULT_NEAR_WINDOW_MAX_CHARS } from './near.js';
 
 /** One item offered to the index. */
 export interface IngestItem {
@@ -36,22 +46,66 @@ export interface IngestItem {
   metadata?: Record<string, unknown>;
 }
 
-/** The decision for one item, in input order. */
-export interface IngestResult {
-  /** `new`: this item's id owns the content. `duplicate`: another id does (`duplicateOf`). */
-  status: 'new' | 'duplicate';
+/** What every decision carries. */
+interface IngestResultBase {
   /** The item's id (the caller's, or the assigned UUID). */
   id: string;
-  /** Id of the item that owns the content (duplicates only). */
-  duplicateOf?: string;
   /** Lowercase hex SHA-256 of the content's UTF-8 bytes. */
   sha256: string;
 }
+
+/** The item's id owns its content (it brought it first, or it is a retry of the item that did). */
+export interface NewIngestResult extends IngestResultBase {
+  status: 'new';
+}
+
+/** Another item already brought exactly this content. */
+export interface ExactDuplicateResult extends IngestResultBase {
+  status: 'duplicate';
+  match: 'exact';
+  /** Id of the item that owns the content. */
+  duplicateOf: string;
+}
+
+/**
+ * The content is new, but nearly repeats a recent new item of the namespace (near-duplicate
+ * mode only). Its content is still recorded under its own id: an exact copy sent later is an
+ * `exact` duplicate of this item.
+ */
+export interface NearDuplicateResult extends IngestResultBase {
+  status: 'duplicate';
+  match: 'near';
+  /** Id of the recent item this one nearly repeats (the most similar; ties: the earliest). */
+  duplicateOf: string;
+  /** Multiset line Jaccard between the two contents, in [threshold, 1]. */
+  similarity: number;
+}
+
+/** The decision for one item, in input order. `status` and `match` discriminate. */
+export type IngestResult = NewIngestResult | ExactDuplicateResult | NearDuplicateResult;
 
 /** Per-namespace settings. */
 export interface NamespaceOptions {
   /** Entries older than this are forgotten and their content counts as new again. Default: never. */
   ttlSeconds?: number;
+  /**
+   * Near-duplicate mode: `{ threshold?, window? }` (or `true` for the defaults) turns it on for
+   * this namespace, `false` turns off a default set in {@link IngestIndexOptions.nearDuplicates}.
+   *
+   * An item whose content is new (not an exact duplicate) is compared with the namespace's
+   * `window` most recent new items (default 1,000) and with the earlier new items of its batch,
+   * by the message stage's fuzzy rule: lines split on `\n`, JS `trim()` + `toLowerCase()`, empty
+   * ones dropped, at least two lines; first-five-line fingerprints overlapping by at least 3;
+   * raw lengths within a 0.7 ratio; multiset line Jaccard `>= threshold` (default 0.85). The most
+   * similar one makes it a {@link NearDuplicateResult}. Near duplicates do not enter the window.
+   *
+   * The window is kept in this process only: per {@link IngestIndex} instance, empty after a
+   * restart, not shared through Redis or SQLite (exact identity is). Items older than the
+   * namespace's TTL leave it, and all windows together hold at most
+   * {@link IngestIndexOptions.nearWindowMaxChars} of content (the least recently used namespaces
+   * give up their oldest items first).
+   */
+  nearDuplicates?: NearDuplicateOptions | boolean;
 }
 
 /** Options of {@link IngestIndex.open}. */
@@ -63,16 +117,31 @@ export interface IngestIndexOptions {
   store?: string | IngestStore;
   /** Default TTL for every namespace (see {@link NamespaceOptions.ttlSeconds}). */
   ttlSeconds?: number;
+  /** Default near-duplicate mode for every namespace (see {@link NamespaceOptions.nearDuplicates}). Default: off. */
+  nearDuplicates?: NearDuplicateOptions | boolean;
+  /**
+   * Bound on the content held by the near-duplicate windows of all namespaces together, in UTF-16
+   * code units. Default 33,554,432 (32 Mi units, about 64 MB).
+   */
+  nearWindowMaxChars?: number;
   /** Settings by namespace name; they override the defaults above. */
   namespaces?: Record<string, NamespaceOptions>;
   /** Largest accepted batch. Default 100,000 items. */
   maxBatchItems?: number;
-  /** Batches of at least this many UTF-16 code units are hashed off the main thread. Default 65,536. */
+  /**
+   * Batches of at least this many UTF-16 code units are hashed (and, in near-duplicate mode,
+   * compared with the window) off the main thread. Default 262,144.
+   */
   asyncThreshold?: number;
   /** `native` (default) or `js` (node:crypto + Map; the benchmark baseline). */
   hashing?: Hashing;
   /** Key prefix for the Redis store. Default `ctxdedup:ingest:`. */
   redisKeyPrefix?: string;
+  /**
+   * Settings of the SQLite store: `synchronous: 'full'` (default; acknowledged entries survive
+   * power loss) or `'normal'` (they survive process crashes only), `busyTimeoutMs`.
+   */
+  sqlite?: SqliteStoreOptions;
   /** Clock in milliseconds since the epoch (tests). Default `Date.now`. */
   now?: () => number;
 }
@@ -93,7 +162,10 @@ export class IngestIndex {
   /** The store behind the index. */
   readonly store: IngestStore;
   #defaultTtl: number | undefined;
+  #defaultNear: NearSettings | undefined;
   #namespaces: Map<string, NamespaceOptions>;
+  #near: Map<string, NearSettings | false>;
+  #windows: NearWindows;
   #maxBatchItems: number;
   #asyncThreshold: number;
   #hashing: Hashing;
@@ -105,10 +177,17 @@ export class IngestIndex {
     this.store = store;
     this.#defaultTtl = options.ttlSeconds;
     this.#namespaces = new Map(Object.entries(options.namespaces ?? {}));
+    this.#defaultNear = nearOption(options.nearDuplicates, 'options.nearDuplicates') || undefined;
+    this.#near = new Map();
+    for (const [name, ns] of this.#namespaces) {
+      const near = nearOption(ns.nearDuplicates, `options.namespaces[${JSON.stringify(name)}].nearDuplicates`);
+      if (near !== undefined) this.#near.set(name, near);
+    }
     this.#maxBatchItems = options.maxBatchItems ?? 100_000;
     this.#asyncThreshold = options.asyncThreshold ?? DEFAULT_ASYNC_THRESHOLD;
     this.#hashing = options.hashing ?? 'native';
     this.#now = options.now ?? Date.now;
+    this.#windows = new NearWindows(options.nearWindowMaxChars ?? DEFAULT_NEAR_WINDOW_MAX_CHARS, this.#asyncThreshold);
   }
 
   /**
@@ -118,6 +197,8 @@ export class IngestIndex {
   static async open(options: IngestIndexOptions = {}): Promise<IngestIndex> {
     expectOptions(options);
     ttlOption(options.ttlSeconds, 'options.ttlSeconds');
+    nearOption(options.nearDuplicates, 'options.nearDuplicates');
+    optionalNumber(options.nearWindowMaxChars, 'options.nearWindowMaxChars', 0, { min: 0, integer: true });
     if (options.namespaces !== undefined) {
       expectObject(options.namespaces, 'options.namespaces');
       for (const [name, ns] of Object.entries(options.namespaces)) {
@@ -125,6 +206,7 @@ export class IngestIndex {
         if (!NAMESPACE.test(name)) typeError(path, 'is not a valid namespace name (letters, digits, . _ -; at most 128)');
         expectObject(ns, path);
         ttlOption(ns.ttlSeconds, `${path}.ttlSeconds`);
+        nearOption(ns.nearDuplicates, `${path}.nearDuplicates`);
       }
     }
     optionalNumber(options.maxBatchItems, 'options.maxBatchItems', 0, { min: 1, integer: true });
@@ -132,13 +214,24 @@ export class IngestIndex {
     if (options.hashing !== undefined && options.hashing !== 'native' && options.hashing !== 'js') {
       typeError('options.hashing', `must be 'native' or 'js', got ${JSON.stringify(options.hashing)}`);
     }
+    if (options.sqlite !== undefined) {
+      expectObject(options.sqlite, 'options.sqlite');
+      const { synchronous } = options.sqlite;
+      if (synchronous !== undefined && synchronous !== 'full' && synchronous !== 'normal') {
+        typeError('options.sqlite.synchronous', `must be 'full' or 'normal', got ${describe(synchronous)}`);
+      }
+      optionalNumber(options.sqlite.busyTimeoutMs, 'options.sqlite.busyTimeoutMs', 0, { min: 0, max: 2 ** 31 - 1, integer: true });
+    }
     if (options.now !== undefined && typeof options.now !== 'function') {
       typeError('options.now', `must be a function, got ${describe(options.now)}`);
     }
     const spec = options.store ?? DEFAULT_STORE;
     let store: IngestStore;
     if (typeof spec === 'string') {
-      store = await openStore(spec, options.redisKeyPrefix === undefined ? {} : { redisKeyPrefix: options.redisKeyPrefix });
+      store = await openStore(spec, {
+        ...(options.redisKeyPrefix === undefined ? {} : { redisKeyPrefix: options.redisKeyPrefix }),
+        ...(options.sqlite === undefined ? {} : { sqlite: options.sqlite }),
+      });
     } else if (typeof spec === 'object' && spec !== null && typeof spec.claim === 'function') {
       store = spec;
     } else {
@@ -152,12 +245,26 @@ export class IngestIndex {
     return this.#namespaces.get(namespace)?.ttlSeconds ?? this.#defaultTtl;
   }
 
+  /** Near-duplicate settings of a namespace, or `undefined` if the mode is off for it. */
+  nearDuplicates(namespace: string): Readonly<Required<NearDuplicateOptions>> | undefined {
+    const own = this.#near.get(namespace);
+    return own === false ? undefined : (own ?? this.#defaultNear);
+  }
+
+  /** Items in a namespace's near-duplicate window (0 when the mode is off), for diagnostics. */
+  nearWindowSize(namespace: string): number {
+    return this.#windows.size(namespace);
+  }
+
   /**
    * Records a batch and reports, per item in order, whether its content is new to the namespace.
    *
    * The batch is validated entirely before anything is written, then recorded atomically: it is
    * either fully recorded or not at all. Items reported `new` are durable (for the SQLite store)
    * when the promise resolves. Duplicates inside the batch are detected too (the first is new).
+   * In near-duplicate mode, the contents the batch brought are then compared with the
+   * namespace's window (see {@link NamespaceOptions.nearDuplicates}); that step only reads and
+   * updates the in-process window, after the store has recorded the batch.
    *
    * @throws TypeError / RangeError naming the bad item (`items[3].content must be a string`).
    * @throws Error if the store fails (nothing of the batch is recorded).
@@ -185,19 +292,42 @@ export class IngestIndex {
       }
     }
     const ttl = this.ttlSeconds(namespace);
-    const owners = await this.store.claim(namespace, requests, {
-      nowMs: this.#now(),
-      ttlMs: ttl === undefined ? undefined : ttl * 1000,
-    });
+    const nowMs = this.#now();
+    const ttlMs = ttl === undefined ? undefined : ttl * 1000;
+    const owners = await this.store.claim(namespace, requests, { nowMs, ttlMs });
     if (owners.length !== requests.length) throw new Error('ctxdedup: the store returned a malformed claim result');
-    return contents.map((_, i) => {
+    const results: IngestResult[] = contents.map((_, i) => {
       const head = first[i]!;
       const request = requests[requestOf[head]!]!;
       const owner = owners[requestOf[head]!] ?? request.id;
       const id = ids[i]!;
       return id === owner
         ? { status: 'new', id, sha256: request.sha256 }
-        : { status: 'duplicate', id, duplicateOf: owner, sha256: request.sha256 };
+        : { status: 'duplicate', match: 'exact', id, duplicateOf: owner, sha256: request.sha256 };
+    });
+    const near = this.nearDuplicates(namespace);
+    if (near === undefined) return results;
+
+    // Near-duplicate mode: the contents this batch brought (or re-sent) against the recent ones.
+    const heads: number[] = [];
+    const candidates: NearCandidate[] = [];
+    for (let i = 0; i < contents.length; i++) {
+      if (first[i] === i && results[i]!.status === 'new') {
+        heads.push(i);
+        candidates.push({ id: ids[i]!, content: contents[i]! });
+      }
+    }
+    const hits = await this.#windows.decide(namespace, near, candidates, nowMs, ttlMs);
+    const hitOf = new Map<number, { duplicateOf: string; similarity: number }>();
+    heads.forEach((head, k) => {
+      const hit = hits[k];
+      if (hit !== undefined) hitOf.set(head, hit);
+    });
+    if (hitOf.size === 0) return results;
+    return results.map((result, i) => {
+      // A repeat of the head inside the batch with the head's id shares the head's decision.
+      const hit = result.status === 'new' ? hitOf.get(first[i]!) : undefined;
+      return hit === undefined ? result : { status: 'duplicate', match: 'near', id: result.id, duplicateOf: hit.duplicateOf, similarity: hit.similarity, sha256: result.sha256 };
     });
   }
 

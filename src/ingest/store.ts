@@ -2,6 +2,7 @@
  * The storage contract of the ingestion index, and store selection from a spec string.
  * @module
  */
+import type { SqliteStoreOptions } from './sqlite-store.js';
 
 /** One distinct content of a batch, offered to the store for a claim. */
 export interface ClaimRequest {
@@ -41,13 +42,21 @@ export interface IngestStore {
   close(): Promise<void>;
 }
 
+/** Store-specific settings of {@link openStore}. */
+export interface OpenStoreOptions {
+  /** Key prefix for the Redis store. Default `ctxdedup:ingest:`. */
+  redisKeyPrefix?: string;
+  /** Settings of the SQLite store (durability mode, busy timeout). */
+  sqlite?: SqliteStoreOptions;
+}
+
 /**
  * Opens a store from a spec: `memory`, `sqlite:<path>` (embedded, durable) or
  * `redis://host:port[/db]` / `rediss://…` (shared by any number of instances).
  *
  * @throws TypeError for an unknown spec.
  */
-export async function openStore(spec: string, options: { redisKeyPrefix?: string } = {}): Promise<IngestStore> {
+export async function openStore(spec: string, options: OpenStoreOptions = {}): Promise<IngestStore> {
   if (spec === 'memory') {
     const { MemoryStore } = await import('./memory-store.js');
     return new MemoryStore();
@@ -56,7 +65,7 @@ export async function openStore(spec: string, options: { redisKeyPrefix?: string
     const path = spec.slice('sqlite:'.length);
     if (path === '') throw new TypeError('store sqlite: needs a file path, e.g. sqlite:./ctxdedup.sqlite');
     const { SqliteStore } = await import('./sqlite-store.js');
-    return new SqliteStore(path);
+    return SqliteStore.open(path, options.sqlite);
   }
   if (spec.startsWith('redis://') || spec.startsWith('rediss://')) {
     const { RedisStore } = await import('./redis-store.js');

@@ -4,8 +4,9 @@
  * Routes:
  * - `POST /v1/namespaces/:ns/items`: a JSON array of items (or `{ "items": [...] }`), or NDJSON
  *   (`Content-Type: application/x-ndjson`, one item per line). Responds
- *   `{ results: IngestResult[], new, duplicate }`. A malformed batch is a 400 naming the item (and
- *   the line for NDJSON) and nothing of it is recorded.
+ *   `{ results: IngestResult[], new, duplicate, nearDuplicate }` (`duplicate` counts both kinds,
+ *   `nearDuplicate` the near ones). A malformed batch is a 400 naming the item (and the line for
+ *   NDJSON) and nothing of it is recorded.
  * - `POST /v1/messages/dedupe`: `{ messages, options? }` through {@link dedupeMessagesAsync},
  *   statelessly.
  * - `GET /healthz` (never authenticated), `GET /metrics` (Prometheus text).
@@ -17,7 +18,16 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { describe } from '../errors.js';
-import { DEFAULT_STORE, IngestIndex, type Hashing, type IngestItem, type IngestResult } from '../ingest/index.js';
+import {
+  DEFAULT_STORE,
+  IngestIndex,
+  type Hashing,
+  type IngestItem,
+  type IngestResult,
+  type NamespaceOptions,
+  type NearDuplicateOptions,
+  type SqliteSynchronous,
+} from '../ingest/index.js';
 import { dedupeMessagesAsync, type DedupeMessagesOptions, type Message } from '../stages/messages.js';
 import { ServerMetrics } from './metrics.js';
 
@@ -37,6 +47,12 @@ export interface ServerOptions {
   ttlSeconds?: number;
   /** Batch hashing: `native` (default) or `js` (the benchmark baseline). */
   hashing?: Hashing;
+  /** SQLite durability: `full` (default; survives power loss) or `normal` (survives process crashes). */
+  sqliteSynchronous?: SqliteSynchronous;
+  /** Near-duplicate mode for every namespace (see {@link NamespaceOptions.nearDuplicates}). Default off. */
+  nearDuplicates?: NearDuplicateOptions | boolean;
+  /** Per-namespace settings (TTL, near-duplicate mode); they override the defaults above. */
+  namespaces?: Record<string, NamespaceOptions>;
   /** Log requests to stdout as JSON (pino). Default false. */
   logger?: boolean;
 }
@@ -135,6 +151,9 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
           store: options.store ?? DEFAULT_STORE,
           ...(options.ttlSeconds === undefined ? {} : { ttlSeconds: options.ttlSeconds }),
           ...(options.hashing === undefined ? {} : { hashing: options.hashing }),
+          ...(options.sqliteSynchronous === undefined ? {} : { sqlite: { synchronous: options.sqliteSynchronous } }),
+          ...(options.nearDuplicates === undefined ? {} : { nearDuplicates: options.nearDuplicates }),
+          ...(options.namespaces === undefined ? {} : { namespaces: options.namespaces }),
         });
   const metrics = new ServerMetrics();
   const app = Fastify({
@@ -219,11 +238,16 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       return reply.code(503).send({ error: `store error, nothing recorded: ${(error as Error).message}`, code: 'STORE_ERROR' });
     }
     let fresh = 0;
-    for (const r of results) if (r.status === 'new') fresh++;
+    let near = 0;
+    for (const r of results) {
+      if (r.status === 'new') fresh++;
+      else if (r.match === 'near') near++;
+    }
     metrics.itemsNew.value += fresh;
     metrics.itemsDuplicate.value += results.length - fresh;
+    metrics.itemsNearDuplicate.value += near;
     metrics.batches.value++;
-    return { results, new: fresh, duplicate: results.length - fresh };
+    return { results, new: fresh, duplicate: results.length - fresh, nearDuplicate: near };
   });
 
   app.post('/v1/messages/dedupe', async (request) => {

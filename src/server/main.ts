@@ -9,6 +9,7 @@
 import { realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { setOwn } from '../errors.js';
 import { DEFAULT_STORE } from '../ingest/index.js';
 import { DEFAULT_MAX_BODY, DEFAULT_PORT, startServer, type RunningServer, type ServerOptions } from './index.js';
 
@@ -29,6 +30,12 @@ Options:
   --max-body <size>    largest request body, e.g. 1048576, 512kb, 16mb (default 16mb)
   --ttl <seconds>      forget entries after this many seconds (default: never)
   --hashing <mode>     native (default) | js (pure-JS baseline, for benchmarks)
+  --sqlite-sync <mode> full (default: an acknowledged item survives power loss) |
+                       normal (it survives process crashes, kill -9, but not power loss)
+  --near-duplicates <t | ns=t>
+                       also report near duplicates (line Jaccard >= t, in (0, 1]) of recent
+                       new items: of every namespace (t), or of one (ns=t; repeatable)
+  --near-window <n>    recent new items compared per namespace (default 1000)
   --log                log every request as JSON
   -h, --help           show this help
 `;
@@ -58,6 +65,9 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       'max-body': { type: 'string' },
       ttl: { type: 'string' },
       hashing: { type: 'string' },
+      'sqlite-sync': { type: 'string' },
+      'near-duplicates': { type: 'string', multiple: true },
+      'near-window': { type: 'string' },
       log: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -82,6 +92,35 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   if (values.hashing !== undefined) {
     if (values.hashing !== 'native' && values.hashing !== 'js') throw new TypeError(`--hashing must be native or js, got ${JSON.stringify(values.hashing)}`);
     options.hashing = values.hashing;
+  }
+  const sync = values['sqlite-sync'];
+  if (sync !== undefined) {
+    if (sync !== 'full' && sync !== 'normal') throw new TypeError(`--sqlite-sync must be full or normal, got ${JSON.stringify(sync)}`);
+    options.sqliteSynchronous = sync;
+  }
+  const window = values['near-window'];
+  let nearWindow: number | undefined;
+  if (window !== undefined) {
+    nearWindow = Number(window);
+    if (!/^\d+$/.test(window) || nearWindow < 1) throw new RangeError(`--near-window must be a positive integer, got ${JSON.stringify(window)}`);
+  }
+  const near = values['near-duplicates'] ?? [];
+  if (near.length === 0 && nearWindow !== undefined) throw new TypeError('--near-window needs --near-duplicates');
+  for (const spec of near) {
+    const eq = spec.lastIndexOf('=');
+    const text = eq < 0 ? spec : spec.slice(eq + 1);
+    const threshold = Number(text);
+    if (text.trim() === '' || !(threshold > 0 && threshold <= 1)) {
+      throw new RangeError(`--near-duplicates needs a threshold in (0, 1] (or <namespace>=<threshold>), got ${JSON.stringify(spec)}`);
+    }
+    const settings = { threshold, ...(nearWindow === undefined ? {} : { window: nearWindow }) };
+    if (eq < 0) {
+      options.nearDuplicates = settings;
+    } else {
+      options.namespaces ??= {};
+      // An own property even for a name like __proto__ (which the index then rejects by name).
+      setOwn(options.namespaces, spec.slice(0, eq), { nearDuplicates: settings });
+    }
   }
   return options;
 }

@@ -26,6 +26,8 @@ function labels(pairs: Record<string, string>): string {
 export class ServerMetrics {
   readonly itemsNew = { value: 0 };
   readonly itemsDuplicate = { value: 0 };
+  /** Near duplicates (also counted in `itemsDuplicate`). */
+  readonly itemsNearDuplicate = { value: 0 };
   readonly batches = { value: 0 };
   readonly storeErrors = { value: 0 };
   readonly messagesDeduped = { value: 0 };
@@ -58,6 +60,9 @@ export class ServerMetrics {
     counter('ctxdedup_ingest_items_total', 'Items ingested, by decision.', [
       [{ status: 'new' }, this.itemsNew.value],
       [{ status: 'duplicate' }, this.itemsDuplicate.value],
+    ]);
+    counter('ctxdedup_ingest_near_duplicates_total', 'Items reported as near duplicates (also counted as duplicate above).', [
+      [{}, this.itemsNearDuplicate.value],
     ]);
     counter('ctxdedup_ingest_batches_total', 'Batches recorded.', [[{}, this.batches.value]]);
     counter('ctxdedup_store_errors_total', 'Batches that failed in the store (nothing recorded).', [[{}, this.storeErrors.value]]);

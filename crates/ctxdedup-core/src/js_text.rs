@@ -82,8 +82,8 @@ fn lower_well_formed(units: &[u16], out: &mut Vec<u16>) {
     if units.is_empty() {
         return;
     }
-    let decoded = char::decode_utf16(units.iter().copied())
-        .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER));
+    let decoded =
+        char::decode_utf16(units.iter().copied()).map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER));
     if !units.contains(&CAPITAL_SIGMA) {
         // Final_Sigma is the only context-dependent rule of the full mapping: without a capital
         // sigma, lowering char by char is exact, and needs no intermediate String.

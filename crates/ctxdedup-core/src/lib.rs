@@ -11,6 +11,7 @@ pub mod hashed_embedding;
 pub mod ingest;
 pub mod js_text;
 pub mod messages;
+pub mod near_window;
 pub mod resources;
 pub mod scored;
 pub mod sha;

@@ -5,6 +5,7 @@
 //! Node-API's UTF-8 conversion.
 
 mod ingest;
+mod near_window;
 mod research;
 mod strings;
 mod vectors;

@@ -1,0 +1,510 @@
+//! Near duplicates of a new batch against a bounded window of recent contents (the ingestion
+//! index's near-duplicate mode).
+//!
+//! The rules are the message stage's fuzzy rules ([`crate::fuzzy`]): contents become bags of
+//! normalized lines (split on `\n`, JS `trim()` + `toLowerCase()`, empty lines dropped, at least
+//! two lines to take part), and a content matches an earlier one when their first-five-line
+//! fingerprints overlap by at least 3 (with multiplicity), their raw UTF-16 lengths have ratio
+//! `>= 0.7` and their multiset line Jaccard is `>= threshold`.
+//!
+//! Batch items are decided in order, as if they arrived one by one: item `i` is compared with
+//! every window content and with every earlier batch item that took part and matched nothing
+//! (those are the items an index would add to its window as new). Its match is the candidate
+//! with the highest similarity, ties going to the earliest (window contents first, oldest
+//! first, then batch order). A matched item is not a candidate for later items.
+//!
+//! Work stays near-linear: a window content is normalized in full only if one of its first five
+//! normalized lines also starts a batch item and its length is within the 0.7 ratio of some batch
+//! item's (otherwise no fingerprint overlap or length ratio could pass); candidate pairs then come
+//! from the same prefix-filtered inverted index as the message stage.
+
+use crate::fuzzy::{build_members, jaccard, linked, probe_tokens, FINGERPRINT_LINES, LENGTH_RATIO};
+use crate::js_text::normalize_line_into;
+use crate::source::Utf16Source;
+use ahash::{AHashMap, AHashSet};
+
+/// The earlier content a batch item nearly duplicates.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NearMatch {
+    /// Window content `target` if `target < window.count()`, otherwise batch item
+    /// `target - window.count()`.
+    pub target: usize,
+    /// Multiset line Jaccard between the item and the target, in `[threshold, 1]`.
+    pub similarity: f64,
+}
+
+/// Window contents followed by batch contents, as one source.
+struct Chain<'a, W, B> {
+    window: &'a W,
+    batch: &'a B,
+}
+
+impl<W: Utf16Source, B: Utf16Source> Utf16Source for Chain<'_, W, B> {
+    fn count(&self) -> usize {
+        self.window.count() + self.batch.count()
+    }
+
+    fn len_of(&self, index: usize) -> usize {
+        match index.checked_sub(self.window.count()) {
+            None => self.window.len_of(index),
+            Some(b) => self.batch.len_of(b),
+        }
+    }
+
+    fn with_units<R>(&self, index: usize, f: impl FnOnce(&[u16]) -> R) -> R {
+        match index.checked_sub(self.window.count()) {
+            None => self.window.with_units(index, f),
+            Some(b) => self.batch.with_units(b, f),
+        }
+    }
+}
+
+/// The first `FINGERPRINT_LINES` non-empty normalized lines of `units`.
+fn first_lines(units: &[u16], scratch: &mut Vec<u16>) -> Vec<Vec<u16>> {
+    let mut lines = Vec::new();
+    for line in units.split(|&u| u == 0x0A) {
+        scratch.clear();
+        normalize_line_into(line, scratch);
+        if !scratch.is_empty() {
+            lines.push(scratch.clone());
+            if lines.len() == FINGERPRINT_LINES {
+                break;
+            }
+        }
+    }
+    lines
+}
+
+/// Units read first when looking at the start of a window content: enough for five ordinary lines.
+const START_UNITS: usize = 512;
+
+/// Whether one of the first `FINGERPRINT_LINES` non-empty normalized lines of `units` is in
+/// `starts`; `None` if `units` is a strict prefix of the content that ends before that is known.
+fn starts_with_any(
+    units: &[u16],
+    complete: bool,
+    starts: &AHashSet<Vec<u16>>,
+    scratch: &mut Vec<u16>,
+) -> Option<bool> {
+    let mut seen = 0;
+    let mut rest = units;
+    loop {
+        let (line, next) = match rest.iter().position(|&u| u == 0x0A) {
+            Some(end) => (&rest[..end], Some(&rest[end + 1..])),
+            // The last line is whole only if the content is.
+            None if complete => (rest, None),
+            None => return None,
+        };
+        scratch.clear();
+        normalize_line_into(line, scratch);
+        if !scratch.is_empty() {
+            if starts.contains(scratch.as_slice()) {
+                return Some(true);
+            }
+            seen += 1;
+            if seen == FINGERPRINT_LINES {
+                return Some(false);
+            }
+        }
+        match next {
+            Some(next) => rest = next,
+            None => return Some(false),
+        }
+    }
+}
+
+/// Whether some length in `sorted` has ratio `>= LENGTH_RATIO` with `len` (the same test as the
+/// fuzzy rule: `min / max`, computed in `f64`).
+fn length_compatible(len: usize, sorted: &[usize]) -> bool {
+    let ratio = |a: usize, b: usize| {
+        let (lo, hi) = if a < b { (a, b) } else { (b, a) };
+        if hi == 0 {
+            1.0
+        } else {
+            lo as f64 / hi as f64
+        }
+    };
+    // The ratio grows towards `len` from both sides, so the nearest neighbours decide.
+    let at = sorted.partition_point(|&x| x < len);
+    [at.checked_sub(1), Some(at)]
+        .into_iter()
+        .flatten()
+        .filter_map(|i| sorted.get(i))
+        .any(|&other| ratio(len, other) >= LENGTH_RATIO)
+}
+
+/// For each batch item, its best earlier near-duplicate with similarity `>= threshold`, or
+/// `None`. `exclude[i]` keeps batch item `i` out entirely (neither matched nor a candidate: e.g.
+/// an exact duplicate); missing entries count as `false`. A `threshold` that is NaN or above 1
+/// matches nothing.
+pub fn near_duplicates<W: Utf16Source, B: Utf16Source>(
+    window: &W,
+    batch: &B,
+    exclude: &[bool],
+    threshold: f64,
+) -> Vec<Option<NearMatch>> {
+    let mut result = vec![None; batch.count()];
+    if threshold.is_nan() || threshold > 1.0 {
+        return result;
+    }
+    let included: Vec<usize> = (0..batch.count())
+        .filter(|&i| !exclude.get(i).copied().unwrap_or(false))
+        .collect();
+    if included.is_empty() {
+        return result;
+    }
+
+    // Which window contents could match some batch item at all.
+    let mut scratch = Vec::new();
+    let mut starts: AHashSet<Vec<u16>> = AHashSet::new();
+    let mut lengths = Vec::with_capacity(included.len());
+    for &i in &included {
+        batch.with_units(i, |units| {
+            starts.extend(first_lines(units, &mut scratch));
+            lengths.push(units.len());
+        });
+    }
+    lengths.sort_unstable();
+    let relevant = (0..window.count()).filter(|&w| {
+        let len = window.len_of(w);
+        length_compatible(len, &lengths)
+            && window
+                .with_prefix(w, START_UNITS, |units| {
+                    starts_with_any(units, units.len() == len, &starts, &mut scratch)
+                })
+                .unwrap_or_else(|| {
+                    window.with_units(w, |units| {
+                        starts_with_any(units, true, &starts, &mut scratch) == Some(true)
+                    })
+                })
+    });
+
+    let chain = Chain { window, batch };
+    let window_len = window.count();
+    let participants: Vec<usize> = relevant
+        .chain(included.iter().map(|&i| window_len + i))
+        .collect();
+    let members = build_members(&chain, &participants);
+    if members.is_empty() {
+        return result;
+    }
+    let max_line = members
+        .iter()
+        .flat_map(|m| m.bag.iter().map(|&(line, _)| line + 1))
+        .max()
+        .unwrap_or(0);
+    let mut doc_freq = vec![0u32; max_line as usize];
+    for m in &members {
+        for &(line, _) in &m.bag {
+            doc_freq[line as usize] += 1;
+        }
+    }
+
+    // Window members are candidates from the start; batch members (after them, in batch order)
+    // are decided one by one and become candidates only if they match nothing.
+    let mut postings: AHashMap<u64, Vec<u32>> = AHashMap::new();
+    let mut seen = vec![u32::MAX; members.len()];
+    for (pos, member) in members.iter().enumerate() {
+        let tokens = probe_tokens(member, threshold, &doc_freq);
+        if member.index >= window_len {
+            let mut best: Option<(usize, f64)> = None;
+            for token in &tokens {
+                let Some(list) = postings.get(token) else {
+                    continue;
+                };
+                for &other in list {
+                    let other = other as usize;
+                    if seen[other] == pos as u32 {
+                        continue;
+                    }
+                    seen[other] = pos as u32;
+                    let candidate = &members[other];
+                    if !linked(member, candidate, threshold) {
+                        continue;
+                    }
+                    let similarity = jaccard(member, candidate);
+                    let better = match best {
+                        None => true,
+                        Some((target, s)) => {
+                            similarity > s || (similarity == s && candidate.index < target)
+                        }
+                    };
+                    if better {
+                        best = Some((candidate.index, similarity));
+                    }
+                }
+            }
+            if let Some((target, similarity)) = best {
+                result[member.index - window_len] = Some(NearMatch { target, similarity });
+                continue;
+            }
+        }
+        for token in tokens {
+            postings.entry(token).or_default().push(pos as u32);
+        }
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::Utf16Arena;
+    use proptest::prelude::*;
+
+    fn text(lines: &[&str]) -> String {
+        lines.join("\n")
+    }
+
+    #[test]
+    fn finds_the_window_content_an_item_nearly_repeats() {
+        let base: Vec<String> = (0..20).map(|i| format!("Line {i} of the file")).collect();
+        let mut edited = base.clone();
+        edited[10] = "an edited line".into();
+        let other: Vec<String> = (0..20).map(|i| format!("unrelated {i}")).collect();
+        let window = Utf16Arena::from_strs(&[other.join("\n"), base.join("\n")]);
+        let batch = Utf16Arena::from_strs(&[edited.join("\n"), other.join("\n").to_uppercase()]);
+        let got = near_duplicates(&window, &batch, &[], 0.85);
+        assert_eq!(
+            got,
+            vec![
+                Some(NearMatch {
+                    target: 1,
+                    similarity: 19.0 / 21.0
+                }),
+                // Normalization lowercases: identical bags.
+                Some(NearMatch {
+                    target: 0,
+                    similarity: 1.0
+                }),
+            ]
+        );
+        assert_eq!(near_duplicates(&window, &batch, &[], 0.95)[0], None);
+    }
+
+    #[test]
+    fn earlier_batch_items_count_unless_matched_or_excluded() {
+        let a = text(&["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]);
+        let b = text(&["alpha", "beta", "gamma", "delta", "epsilon", "eta"]);
+        let window = Utf16Arena::new();
+        let batch = Utf16Arena::from_strs(&[a.clone(), a.clone(), b.clone()]);
+        // Item 1 matches item 0; item 2 matches item 0 (item 1 matched, so it is no candidate).
+        let got = near_duplicates(&window, &batch, &[], 0.7);
+        assert_eq!(got[0], None);
+        assert_eq!(got[1].map(|m| m.target), Some(0));
+        assert_eq!(got[2].map(|m| m.target), Some(0));
+        // Excluding item 0: item 1 is first, item 2 matches it.
+        let got = near_duplicates(&window, &batch, &[true], 0.7);
+        assert_eq!(got[0], None);
+        assert_eq!(got[1], None);
+        assert_eq!(got[2].map(|m| m.target), Some(1));
+    }
+
+    #[test]
+    fn ties_go_to_the_earliest_and_rules_are_the_fuzzy_ones() {
+        let a = text(&["one", "two", "three", "four", "five", "six"]);
+        let window = Utf16Arena::from_strs(&[a.clone(), a.clone()]);
+        let batch = Utf16Arena::from_strs(&[a.as_str()]);
+        assert_eq!(
+            near_duplicates(&window, &batch, &[], 0.5),
+            vec![Some(NearMatch {
+                target: 0,
+                similarity: 1.0
+            })]
+        );
+        // Single-line contents never take part; NaN and > 1 match nothing.
+        let one = Utf16Arena::from_strs(&["same line"]);
+        assert_eq!(near_duplicates(&one, &one, &[], 0.5), vec![None]);
+        assert_eq!(near_duplicates(&window, &batch, &[], f64::NAN), vec![None]);
+        assert_eq!(near_duplicates(&window, &batch, &[], 1.5), vec![None]);
+        // Equal bags, but raw lengths with ratio below 0.7 (trailing spaces on a line): no match.
+        let padded = text(&[
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            &format!("six{}", " ".repeat(60)),
+        ]);
+        let batch = Utf16Arena::from_strs(&[padded]);
+        assert_eq!(near_duplicates(&window, &batch, &[], 0.5), vec![None]);
+    }
+
+    #[test]
+    fn long_first_lines_are_read_past_the_start() {
+        // Five 400-unit lines: the fingerprint ends far beyond the first START_UNITS units.
+        let long: Vec<String> = (0..8).map(|i| format!("{i}{}", "x".repeat(400))).collect();
+        let mut edited = long.clone();
+        edited[7] = "short".into();
+        let window = Utf16Arena::from_strs(&[long.join("\n")]);
+        let batch = Utf16Arena::from_strs(&[edited.join("\n")]);
+        let got = near_duplicates(&window, &batch, &[], 0.7);
+        assert_eq!(
+            got,
+            vec![Some(NearMatch {
+                target: 0,
+                similarity: 7.0 / 9.0
+            })]
+        );
+        let mut scratch = Vec::new();
+        let starts: AHashSet<Vec<u16>> = [u16s("b")].into_iter().collect();
+        assert_eq!(
+            starts_with_any(&u16s("a\nb\n"), false, &starts, &mut scratch),
+            Some(true)
+        );
+        // An unterminated last line of a strict prefix may go on: not decided.
+        assert_eq!(
+            starts_with_any(&u16s("a\nb"), false, &starts, &mut scratch),
+            None
+        );
+        assert_eq!(
+            starts_with_any(&u16s("a\nbb"), true, &starts, &mut scratch),
+            Some(false)
+        );
+        assert_eq!(
+            starts_with_any(&u16s("1\n2\n\n3\n4\n5\nb"), false, &starts, &mut scratch),
+            Some(false)
+        );
+    }
+
+    fn u16s(s: &str) -> Vec<u16> {
+        s.encode_utf16().collect()
+    }
+
+    /// An independent oracle on ASCII input (where JS `trim` + `toLowerCase` are Rust's
+    /// `trim_matches` of ASCII whitespace + `to_ascii_lowercase`): every pair, sequentially.
+    fn oracle(
+        window: &[String],
+        batch: &[String],
+        exclude: &[bool],
+        t: f64,
+    ) -> Vec<Option<(usize, f64)>> {
+        struct Doc {
+            lines: Vec<String>,
+            len: usize,
+        }
+        let doc = |s: &String| Doc {
+            lines: s
+                .split('\n')
+                .map(|l| {
+                    l.trim_matches(|c: char| c.is_ascii_whitespace())
+                        .to_ascii_lowercase()
+                })
+                .filter(|l| !l.is_empty())
+                .collect(),
+            len: s.len(),
+        };
+        fn counts(lines: &[String]) -> std::collections::HashMap<&str, u32> {
+            let mut m = std::collections::HashMap::new();
+            for l in lines {
+                *m.entry(l.as_str()).or_default() += 1;
+            }
+            m
+        }
+        let similar = |a: &Doc, b: &Doc| -> Option<f64> {
+            if a.lines.len() < 2 || b.lines.len() < 2 {
+                return None;
+            }
+            let (fa, fb) = (
+                counts(&a.lines[..a.lines.len().min(5)]),
+                counts(&b.lines[..b.lines.len().min(5)]),
+            );
+            let overlap: u32 = fa
+                .iter()
+                .map(|(l, n)| n * fb.get(l).copied().unwrap_or(0))
+                .sum();
+            let (lo, hi) = (a.len.min(b.len), a.len.max(b.len));
+            let ratio = if hi == 0 { 1.0 } else { lo as f64 / hi as f64 };
+            let (ca, cb) = (counts(&a.lines), counts(&b.lines));
+            let inter: u32 = ca
+                .iter()
+                .map(|(l, n)| (*n).min(cb.get(l).copied().unwrap_or(0)))
+                .sum();
+            let union = a.lines.len() as u32 + b.lines.len() as u32 - inter;
+            let jaccard = f64::from(inter) / f64::from(union);
+            (overlap >= 3 && ratio >= 0.7 && jaccard >= t).then_some(jaccard)
+        };
+        let mut candidates: Vec<(usize, Doc)> = window
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i, doc(s)))
+            .collect();
+        let mut out = vec![None; batch.len()];
+        for (i, s) in batch.iter().enumerate() {
+            if exclude.get(i).copied().unwrap_or(false) {
+                continue;
+            }
+            let d = doc(s);
+            let mut best: Option<(usize, f64)> = None;
+            for (target, c) in &candidates {
+                if let Some(sim) = similar(&d, c) {
+                    if best.is_none_or(|(_, b)| sim > b) {
+                        best = Some((*target, sim));
+                    }
+                }
+            }
+            out[i] = best;
+            if best.is_none() {
+                candidates.push((window.len() + i, d));
+            }
+        }
+        out
+    }
+
+    /// Lines drawn from `alphabet` distinct ones (few: near duplicates are common; many: the
+    /// first-lines filter has window contents to skip); case and leading spaces vary the raw text.
+    fn doc_strategy(alphabet: u8) -> impl Strategy<Value = String> {
+        // Some line kinds are 400 units long, so that the first five lines may end past the
+        // START_UNITS the first-lines filter reads first.
+        prop::collection::vec((0..alphabet, any::<bool>(), 0usize..3), 0..10).prop_map(|lines| {
+            lines
+                .into_iter()
+                .map(|(x, upper, pad)| {
+                    let tail = if x % 4 == 3 {
+                        "-".repeat(400)
+                    } else {
+                        String::new()
+                    };
+                    let line = format!("{}line-{x}{tail}", " ".repeat(pad));
+                    if upper {
+                        line.to_uppercase()
+                    } else {
+                        line
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+    }
+
+    type Case = (Vec<String>, Vec<String>);
+
+    fn case_strategy() -> impl Strategy<Value = Case> {
+        (3u8..24).prop_flat_map(|alphabet| {
+            (
+                prop::collection::vec(doc_strategy(alphabet), 0..25),
+                prop::collection::vec(doc_strategy(alphabet), 1..25),
+            )
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn matches_the_brute_force_oracle(
+            (window, batch) in case_strategy(),
+            exclude in prop::collection::vec(prop::bool::weighted(0.25), 0..25),
+            t in prop::sample::select(vec![0.0, 0.3, 0.5, 0.6, 0.75, 0.85, 1.0]),
+        ) {
+            let got: Vec<Option<(usize, f64)>> = near_duplicates(
+                &Utf16Arena::from_strs(&window),
+                &Utf16Arena::from_strs(&batch),
+                &exclude,
+                t,
+            )
+            .into_iter()
+            .map(|m| m.map(|m| (m.target, m.similarity)))
+            .collect();
+            prop_assert_eq!(got, oracle(&window, &batch, &exclude, t));
+        }
+    }
+}

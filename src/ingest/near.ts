@@ -1,0 +1,217 @@
+/**
+ * Near-duplicate mode of the ingestion index: for each namespace that enables it, a bounded
+ * window of its most recent new items, and the message stage's fuzzy rule applied against it
+ * (natively: `ctxdedup-core`'s `near_window`).
+ *
+ * The window lives in the process: it is per {@link IngestIndex} instance, starts empty when the
+ * process starts, and is not shared through Redis or SQLite. Exact identity (the store) stays
+ * authoritative and shared; near-duplicate detection is a best-effort, local refinement on top.
+ * @module
+ */
+import { describe, expectObject, optionalNumber, rangeError, typeError } from '../errors.js';
+import { native, type NativeNearMatches } from '../native.js';
+
+/** Settings of the near-duplicate mode of a namespace. */
+export interface NearDuplicateOptions {
+  /**
+   * Minimum multiset line Jaccard for an item to count as a near duplicate, in (0, 1].
+   * Default {@link DEFAULT_NEAR_THRESHOLD}.
+   */
+  threshold?: number;
+  /**
+   * How many of the namespace's most recent new items a batch is compared with, at least 1.
+   * Default {@link DEFAULT_NEAR_WINDOW}.
+   */
+  window?: number;
+}
+
+/** Default similarity threshold of the near-duplicate mode (the message stage's). */
+export const DEFAULT_NEAR_THRESHOLD = 0.85;
+/** Default window: the 1,000 most recent new items of the namespace. */
+export const DEFAULT_NEAR_WINDOW = 1000;
+/** Largest accepted window. */
+export const MAX_NEAR_WINDOW = 1_000_000;
+/**
+ * Default bound on the content held by all windows of one index together, in UTF-16 code units
+ * (32 Mi units, about 64 MB). Beyond it, the oldest items of the least recently used namespace
+ * are dropped first.
+ */
+export const DEFAULT_NEAR_WINDOW_MAX_CHARS = 32 * 1024 * 1024;
+
+/** Validated settings. */
+export interface NearSettings {
+  threshold: number;
+  window: number;
+}
+
+/**
+ * Validates a `nearDuplicates` option: `undefined` (inherit), `false` (off) or settings.
+ * @throws TypeError / RangeError naming `path`.
+ */
+export function nearOption(value: unknown, path: string): NearSettings | false | undefined {
+  if (value === undefined || value === false) return value;
+  if (value === true) return { threshold: DEFAULT_NEAR_THRESHOLD, window: DEFAULT_NEAR_WINDOW };
+  expectObject(value, path);
+  const { threshold, window } = value as { threshold?: unknown; window?: unknown };
+  if (threshold !== undefined) {
+    if (typeof threshold !== 'number') typeError(`${path}.threshold`, `must be a number, got ${describe(threshold)}`);
+    if (!(threshold > 0 && threshold <= 1)) rangeError(`${path}.threshold`, `must be in (0, 1], got ${threshold}`);
+  }
+  return {
+    threshold: (threshold as number | undefined) ?? DEFAULT_NEAR_THRESHOLD,
+    window: optionalNumber(window, `${path}.window`, DEFAULT_NEAR_WINDOW, { min: 1, max: MAX_NEAR_WINDOW, integer: true }),
+  };
+}
+
+/** An item of a batch that the exact pass found new, offered to the near-duplicate check. */
+export interface NearCandidate {
+  id: string;
+  content: string;
+}
+
+/** A near duplicate: the id of the recent item it nearly repeats, and their similarity. */
+export interface NearHit {
+  duplicateOf: string;
+  similarity: number;
+}
+
+interface WindowEntry {
+  id: string;
+  content: string;
+  addedMs: number;
+}
+
+/** One namespace's window, oldest first. */
+class NamespaceWindow {
+  entries: WindowEntry[] = [];
+  ids = new Set<string>();
+  units = 0;
+
+  /** Drops the oldest entry; returns the units freed. */
+  dropOldest(): number {
+    const entry = this.entries.shift();
+    if (entry === undefined) return 0;
+    this.ids.delete(entry.id);
+    this.units -= entry.content.length;
+    return entry.content.length;
+  }
+}
+
+/** The windows of every namespace in near-duplicate mode, with a shared memory bound. */
+export class NearWindows {
+  /** Least recently used first. */
+  #windows = new Map<string, NamespaceWindow>();
+  #units = 0;
+  #maxUnits: number;
+  #asyncThreshold: number;
+  /** Per namespace, the tail of the chain of checks (they run one at a time, in call order). */
+  #chains = new Map<string, Promise<unknown>>();
+
+  constructor(maxUnits: number, asyncThreshold: number) {
+    this.#maxUnits = maxUnits;
+    this.#asyncThreshold = asyncThreshold;
+  }
+
+  /** Items held in `namespace`'s window (for tests and diagnostics). */
+  size(namespace: string): number {
+    return this.#windows.get(namespace)?.entries.length ?? 0;
+  }
+
+  /** Content held by all windows, in UTF-16 code units. */
+  get units(): number {
+    return this.#units;
+  }
+
+  /**
+   * Decides, for each candidate in order, whether it nearly repeats an item of the namespace's
+   * window or an earlier candidate that matched nothing; then adds the candidates that matched
+   * nothing to the window. Calls for one namespace run one after the other, in call order, so
+   * each sees the items the previous ones added.
+   *
+   * @param ttlMs window items older than this are ignored and dropped (the namespace's TTL).
+   */
+  decide(
+    namespace: string,
+    settings: NearSettings,
+    candidates: readonly NearCandidate[],
+    nowMs: number,
+    ttlMs: number | undefined,
+  ): Promise<(NearHit | undefined)[]> {
+    const previous = this.#chains.get(namespace) ?? Promise.resolve();
+    const run = previous.then(() => this.#decide(namespace, settings, candidates, nowMs, ttlMs));
+    const tail = run.catch(() => undefined);
+    this.#chains.set(namespace, tail);
+    void tail.then(() => {
+      if (this.#chains.get(namespace) === tail) this.#chains.delete(namespace);
+    });
+    return run;
+  }
+
+  async #decide(
+    namespace: string,
+    settings: NearSettings,
+    candidates: readonly NearCandidate[],
+    nowMs: number,
+    ttlMs: number | undefined,
+  ): Promise<(NearHit | undefined)[]> {
+    if (candidates.length === 0) return [];
+    let window = this.#windows.get(namespace);
+    if (window === undefined) {
+      window = new NamespaceWindow();
+      this.#windows.set(namespace, window);
+    }
+    if (ttlMs !== undefined) {
+      while (window.entries.length > 0 && window.entries[0]!.addedMs + ttlMs <= nowMs) this.#units -= window.dropOldest();
+    }
+    // A candidate whose id is already in the window, or repeats the id of an earlier candidate,
+    // is a retry: it stays new, is compared with nothing and is no candidate for others.
+    const exclude = new Uint8Array(candidates.length);
+    const seen = new Set<string>();
+    candidates.forEach((c, i) => {
+      if (window.ids.has(c.id) || seen.has(c.id)) exclude[i] = 1;
+      seen.add(c.id);
+    });
+    // A copy: the window itself grows below.
+    const targets = window.entries.filter((e) => ttlMs === undefined || e.addedMs + ttlMs > nowMs);
+    const windowContents = targets.map((e) => e.content);
+    const batch = candidates.map((c) => c.content);
+    let units = 0;
+    for (const content of windowContents) units += content.length;
+    for (const content of batch) units += content.length;
+    const found: NativeNearMatches =
+      units >= this.#asyncThreshold
+        ? await native.nearDuplicatesInWindowAsync(windowContents, batch, exclude, settings.threshold)
+        : native.nearDuplicatesInWindow(windowContents, batch, exclude, settings.threshold);
+
+    const hits: (NearHit | undefined)[] = new Array(candidates.length);
+    for (let i = 0; i < candidates.length; i++) {
+      const target = found.target[i]!;
+      if (target < 0) {
+        const c = candidates[i]!;
+        if (exclude[i] === 0) {
+          window.entries.push({ id: c.id, content: c.content, addedMs: nowMs });
+          window.ids.add(c.id);
+          window.units += c.content.length;
+          this.#units += c.content.length;
+        }
+        continue;
+      }
+      const duplicateOf = target < targets.length ? targets[target]!.id : candidates[target - targets.length]!.id;
+      hits[i] = { duplicateOf, similarity: found.similarity[i]! };
+    }
+    while (window.entries.length > settings.window) this.#units -= window.dropOldest();
+    // Most recently used last; over the memory bound, the least recently used windows shrink first.
+    this.#windows.delete(namespace);
+    this.#windows.set(namespace, window);
+    this.#evict();
+    return hits;
+  }
+
+  #evict(): void {
+    for (const [name, window] of this.#windows) {
+      if (this.#units <= this.#maxUnits) return;
+      while (window.entries.length > 0 && this.#units > this.#maxUnits) this.#units -= window.dropOldest();
+      if (window.entries.length === 0) this.#windows.delete(name);
+    }
+  }
+}
