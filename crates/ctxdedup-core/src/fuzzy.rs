@@ -188,6 +188,22 @@ pub(crate) fn build_members<S: Utf16Source>(src: &S, participants: &[usize]) -> 
     members
 }
 
+/// For each line id, how many members contain it (the rarity that orders probe tokens).
+pub(crate) fn line_doc_freq(members: &[FuzzyMember]) -> Vec<u32> {
+    let max_line = members
+        .iter()
+        .flat_map(|m| m.bag.iter().map(|&(line, _)| line + 1))
+        .max()
+        .unwrap_or(0);
+    let mut doc_freq = vec![0u32; max_line as usize];
+    for m in members {
+        for &(line, _) in &m.bag {
+            doc_freq[line as usize] += 1;
+        }
+    }
+    doc_freq
+}
+
 /// Tokens a member is indexed and probed under. With `threshold > 0`: its prefix under the
 /// global rarest-first token order. Otherwise (every candidate pair can match): the distinct
 /// lines of its fingerprint, which any pair with overlap >= 3 shares.
@@ -241,17 +257,7 @@ pub fn fuzzy_groups<S: Utf16Source>(
         return Vec::new();
     }
     let members = build_members(src, participants);
-    let max_line = members
-        .iter()
-        .flat_map(|m| m.bag.iter().map(|&(l, _)| l + 1))
-        .max()
-        .unwrap_or(0);
-    let mut doc_freq = vec![0u32; max_line as usize];
-    for m in &members {
-        for &(line, _) in &m.bag {
-            doc_freq[line as usize] += 1;
-        }
-    }
+    let doc_freq = line_doc_freq(&members);
 
     let mut uf = UnionFind::new(members.len());
     // Inverted index as linked lists in one buffer: token -> its newest posting; each posting

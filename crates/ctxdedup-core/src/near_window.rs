@@ -18,7 +18,9 @@
 //! item's (otherwise no fingerprint overlap or length ratio could pass); candidate pairs then come
 //! from the same prefix-filtered inverted index as the message stage.
 
-use crate::fuzzy::{build_members, jaccard, linked, probe_tokens, FINGERPRINT_LINES, LENGTH_RATIO};
+use crate::fuzzy::{
+    build_members, jaccard, line_doc_freq, linked, probe_tokens, FINGERPRINT_LINES, LENGTH_RATIO,
+};
 use crate::js_text::normalize_line_into;
 use crate::source::Utf16Source;
 use ahash::{AHashMap, AHashSet};
@@ -188,17 +190,7 @@ pub fn near_duplicates<W: Utf16Source, B: Utf16Source>(
     if members.is_empty() {
         return result;
     }
-    let max_line = members
-        .iter()
-        .flat_map(|m| m.bag.iter().map(|&(line, _)| line + 1))
-        .max()
-        .unwrap_or(0);
-    let mut doc_freq = vec![0u32; max_line as usize];
-    for m in &members {
-        for &(line, _) in &m.bag {
-            doc_freq[line as usize] += 1;
-        }
-    }
+    let doc_freq = line_doc_freq(&members);
 
     // Window members are candidates from the start; batch members (after them, in batch order)
     // are decided one by one and become candidates only if they match nothing.
