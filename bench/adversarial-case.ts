@@ -1,17 +1,17 @@
 /**
  * Child process of the adversarial suite: builds one adversarial corpus, times ONE exact + fuzzy
- * dedup call (threshold 0.85) and reports the process's peak RSS (VmHWM, see {@link maxRssMb}). A fresh process per case keeps
- * peak RSS meaningful (it is a high-water mark) and lets the parent kill a run that blows up.
+ * dedup call (threshold 0.85) and reports the process's peak RSS (VmHWM, see {@link peakRssMb}).
+ * A fresh process per case keeps peak RSS meaningful (it is a high-water mark) and lets the
+ * parent kill a run that blows up.
  *
  *   node --expose-gc --import tsx bench/adversarial-case.ts <case> [native|reference]
  *
  * Prints one JSON line ({@link CaseReport}) on stdout.
  * @module
  */
-import { readFileSync } from 'node:fs';
 import { dedupeMessages } from '../src/index.js';
 import { ADVERSARIAL_CASES, adversarialCorpus, type AdversarialCase } from './corpus.js';
-import { megaChars } from './harness.js';
+import { megaChars, peakRssMb } from './harness.js';
 import { refAnalyzeDuplicates, refAnalyzeFuzzyDuplicates } from './reference/cce.js';
 
 /** What the child reports. */
@@ -29,21 +29,6 @@ export interface CaseReport {
   fuzzy: number;
 }
 
-/**
- * Peak RSS of this process in MB. On Linux this reads VmHWM: `resourceUsage().maxRSS`
- * (getrusage) survives fork + exec, so a child spawned by a big parent reports the parent's RSS
- * at fork time as its own peak. Elsewhere it falls back to maxRSS.
- */
-function maxRssMb(): number {
-  try {
-    const match = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync('/proc/self/status', 'utf8'));
-    if (match !== null) return Number(match[1]) / 1024;
-  } catch {
-    // No procfs: use getrusage below.
-  }
-  return process.resourceUsage().maxRSS / 1024;
-}
-
 function main(): void {
   const name = process.argv[2] as AdversarialCase;
   const engine = process.argv[3] ?? 'native';
@@ -54,7 +39,7 @@ function main(): void {
   const messages = adversarialCorpus(name);
   const gc = (globalThis as { gc?: () => void }).gc;
   gc?.();
-  const rssBeforeMb = maxRssMb();
+  const rssBeforeMb = peakRssMb();
   const start = performance.now();
   let exact: number;
   let fuzzy: number;
@@ -77,7 +62,7 @@ function main(): void {
     megaChars: megaChars(messages.map((m) => m.content)),
     ms,
     rssBeforeMb,
-    peakRssMb: maxRssMb(),
+    peakRssMb: peakRssMb(),
     exact,
     fuzzy,
   };

@@ -4,6 +4,13 @@
  * @module
  */
 import b from 'benny';
+import { peakRssMb } from '../src/cli/report.js';
+
+/**
+ * Peak RSS of the calling process (worker threads included) in MB: `VmHWM` on Linux, because
+ * `process.resourceUsage().maxRSS` of a child process starts at its parent's high-water mark.
+ */
+export { peakRssMb };
 
 /**
  * One line of the results table. `native` and `baseline` are in `unit`: ops/s (higher is better)

@@ -64,12 +64,31 @@ describe('ctxdedup binary', () => {
     const r = ctxdedup(['dedupe', corpus, '-o', out, '--json', '--fuzzy']);
     expect(r.code, r.stderr).toBe(0);
     const report = JSON.parse(r.stdout) as { sessions: number; exactDuplicates: number; throughput: { peakRssMb: number; mbPerSec: number } };
+    if (BIG) console.info(`ctxdedup ${mb} MB streaming run: ${JSON.stringify(report.throughput)}`);
     expect(report.sessions).toBe(sessions);
     expect(report.exactDuplicates).toBeGreaterThan(0);
     // Memory is bounded by a few sessions (each well under 1 MB here), not by the corpus.
     expect(report.throughput.peakRssMb).toBeLessThan(BIG ? 600 : 450);
     expect(statSync(out).size).toBeLessThan(statSync(corpus).size);
   }, BIG ? 1_800_000 : 180_000);
+});
+
+describe('ctxdedup binary with worker threads', () => {
+  it('writes the same bytes and report with --jobs 1 and --jobs 2 (dist/cli/worker.js)', async () => {
+    const corpus = join(tmp.dir, 'jobs.jsonl');
+    await writeSessionsJsonl(corpus, 24e6, { seed: 5 });
+    const runs = ['1', '2'].map((jobs) => {
+      const out = join(tmp.dir, `jobs-${jobs}.jsonl`);
+      const r = ctxdedup(['dedupe', corpus, '-o', out, '--json', '--fuzzy', '--jobs', jobs]);
+      expect(r.code, r.stderr).toBe(0);
+      const { throughput, ...report } = JSON.parse(r.stdout) as { throughput: { bytesOut: number } };
+      return { out, report, bytesOut: throughput.bytesOut };
+    });
+    const [one, two] = runs as [(typeof runs)[0], (typeof runs)[0]];
+    expect(two.report).toEqual(one.report);
+    expect(two.bytesOut).toBe(one.bytesOut);
+    expect(readFileSync(two.out).equals(readFileSync(one.out))).toBe(true);
+  }, 120_000);
 });
 
 /** Width, height and a rough "is anything drawn" measure of a PNG. */

@@ -205,6 +205,7 @@ describe('errors and exit codes', () => {
     [['dedupe', 'examples', '--threshold', '1.5']],
     [['dedupe', 'examples', '--keep', 'middle']],
     [['dedupe', 'examples', '--min-chars', '-1']],
+    [['dedupe', 'examples', '--dry-run', '--min-chars', '5000000000']],
     [['dedupe', 'examples/sample-transcript.json', 'examples/sample-transcript.json']],
     [['dedupe', '-', '--json']],
     [['frobnicate']],

@@ -6,35 +6,44 @@
 import { resolve } from 'node:path';
 import { stat } from 'node:fs/promises';
 import type { Readable, Writable } from 'node:stream';
-import { dedupeMessagesAsync, DEFAULT_TEMPLATES, type DedupeMessagesOptions, type DedupeMessagesResult, type Message } from '../stages/messages.js';
-import { tokenCounter, type TokenEncoding } from '../tokens.js';
+import { DEFAULT_TEMPLATES } from '../stages/messages.js';
+import type { TokenEncoding } from '../tokens.js';
+import { dedupeHandler, loadEngine, validateSettings, type DedupeEngine, type DedupeOutcome, type DedupeSettings } from './dedupe-session.js';
 import { UsageError, type DataError } from './errors.js';
 import type { FormatName } from './formats.js';
 import { discover, type InputFile } from './input.js';
+import type { SessionResult } from './jobs.js';
 import { Sink, type Target } from './output.js';
-import { runPipeline, type Edit, type PipelineProgress, type Session } from './pipeline.js';
+import { runPipeline, type OutputPatch, type PipelineProgress } from './pipeline.js';
+import { defaultJobs, HybridExecutor, inProcess, WorkerPool, type Executor } from './pool.js';
 import { Progress } from './progress.js';
-import { contentKey, ReportBuilder, type DedupeReport } from './report.js';
+import { ReportBuilder, ReplacementMeter, type DedupeReport } from './report.js';
 
-/** The per-session dedup function: the native stage by default (a benchmark may swap in a reference). */
-export type DedupeEngine = (messages: Message[], options: DedupeMessagesOptions) => Promise<DedupeMessagesResult<Message>>;
+export type { DedupeEngine };
+
+/**
+ * Without an explicit `--jobs`, smaller inputs are processed on the main thread (stdin: until
+ * this many bytes have gone by): starting worker threads (each loads the modules and the addon)
+ * costs more than deduplicating a few megabytes.
+ */
+export const WORKER_THRESHOLD_BYTES = 16 << 20;
 
 /** Options of {@link dedupeCommand} (already parsed from the command line). */
-export interface DedupeCommandOptions {
+export interface DedupeCommandOptions
+  extends Pick<DedupeSettings, 'keep' | 'fuzzy' | 'threshold' | 'minChars' | 'recencyWindow' | 'preserve' | 'crossSession'> {
   inputs: string[];
   format?: FormatName;
   out?: string;
   dryRun: boolean;
   verbatim?: string;
-  keep: 'latest' | 'earliest';
-  fuzzy: boolean;
-  threshold: number;
-  minChars: number;
-  recencyWindow: number;
-  preserve: string[];
-  crossSession: boolean;
   onError: 'skip' | 'abort';
+  /** Jobs (batches of sessions) in flight. */
   concurrency: number;
+  /**
+   * Worker threads that parse and deduplicate; 1 runs everything on the main thread. Default:
+   * one per CPU for inputs of {@link WORKER_THRESHOLD_BYTES} or more, else the main thread.
+   */
+  jobs?: number;
   tokenizer: TokenEncoding;
   json: boolean;
   quiet: boolean;
@@ -42,7 +51,12 @@ export interface DedupeCommandOptions {
   progress?: boolean;
   /** HTML report path. */
   report?: string;
+  /** A per-session engine function: runs on the main thread only (implies `jobs: 1`). */
   engine?: DedupeEngine;
+  /** URL of a module exporting `engine`: loaded by every worker (and the main thread). */
+  engineModule?: string;
+  /** Target size of a batch of session lines in bytes (default 2 MiB). */
+  batchBytes?: number;
 }
 
 /** Streams a command works with. */
@@ -87,8 +101,26 @@ export async function planTargets(
   return targets;
 }
 
-interface CrossEntry {
-  where: string;
+/** Starts the executor the options ask for; without `--jobs`, the input size decides. */
+async function executorFor(o: DedupeCommandOptions, settings: DedupeSettings, files: readonly InputFile[]): Promise<Executor<DedupeOutcome>> {
+  const local = async (): Promise<Executor<DedupeOutcome>> => inProcess(dedupeHandler(settings, o.engine ?? (await loadEngine(settings, o.engineModule))));
+  if (o.engine !== undefined) return local();
+  const init = { settings, engineModule: o.engineModule };
+  if (o.jobs !== undefined) return o.jobs === 1 ? local() : new WorkerPool(o.jobs, init);
+  const cpus = defaultJobs();
+  if (cpus === 1) return local();
+  // Gzip inputs count at a typical compression ratio; stdin's size is unknown.
+  const known = files.reduce((sum, f) => sum + (f.gzip ? 4 * f.size : f.size), 0);
+  if (known >= WORKER_THRESHOLD_BYTES) return new WorkerPool(cpus, init);
+  if (!files.some((f) => f.path === '-')) return local();
+  return new HybridExecutor(await local(), () => new WorkerPool(cpus, init), WORKER_THRESHOLD_BYTES);
+}
+
+/** Joins a session's verbatim entry the way `JSON.stringify` would write the object. */
+function verbatimLine(file: InputFile, o: DedupeOutcome, cross: readonly string[]): string {
+  const edits = [o.verbatim, ...cross].filter((e) => e !== undefined && e !== '').join(',');
+  const line = o.line === undefined ? '' : `,"line":${o.line}`;
+  return `{"file":${JSON.stringify(file.rel)},"session":${JSON.stringify(o.name)}${line},"edits":[${edits}]}\n`;
 }
 
 /**
@@ -104,98 +136,82 @@ export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise
   if (o.json && targets.some((t) => t.kind === 'stream')) {
     throw new UsageError('--json prints the report on stdout: write the output with -o, or use --dry-run');
   }
-  const count = tokenCounter(o.tokenizer);
-  const report = new ReportBuilder(count, o.tokenizer, o.dryRun);
-  const engine: DedupeEngine = o.engine ?? ((m, opts) => dedupeMessagesAsync(m, opts));
-  const stageOptions: DedupeMessagesOptions = {
+  const settings: DedupeSettings = {
     keep: o.keep,
     fuzzy: o.fuzzy,
     threshold: o.threshold,
     minChars: o.minChars,
     recencyWindow: o.recencyWindow,
     preserve: o.preserve,
+    crossSession: o.crossSession,
+    verbatim: o.verbatim !== undefined,
   };
+  try {
+    validateSettings(settings);
+  } catch (error) {
+    if (error instanceof RangeError || error instanceof TypeError) throw new UsageError(error.message);
+    throw error;
+  }
+  const report = new ReportBuilder(new ReplacementMeter(o.tokenizer), o.tokenizer, o.dryRun);
   const verbatim = o.verbatim === undefined ? undefined : await Sink.open({ kind: 'file', path: resolve(o.verbatim) });
   if (verbatim !== undefined) await verbatim.write(JSON.stringify({ ctxdedup: 'verbatim', version: 1 }) + '\n');
-  const cross = new Map<string, CrossEntry>();
-  const preserved = new Set(o.preserve);
+  // Cross-session dedup: the first session#id seen with each tool output, by content key.
+  const cross = new Map<string, string>();
 
-  const finish = async (session: Session, result: DedupeMessagesResult<Message>): Promise<Edit[]> => {
-    const edits: Edit[] = [];
+  // Adds one session up, in input order: its own replacements, then cross-session ones.
+  const session = async (file: InputFile, item: SessionResult<DedupeOutcome>, out: Uint8Array): Promise<OutputPatch[] | undefined> => {
+    const s = item.outcome;
     let tokensSaved = 0;
-    let charsSaved = 0;
-    const replacedIdx = new Set<number>();
-    for (const d of result.decisions) {
-      const unit = session.units[d.index];
-      const after = result.messages[d.index]?.content;
-      if (unit === undefined || typeof after !== 'string') continue;
-      const before = unit.message.content as string;
-      replacedIdx.add(d.index);
-      edits.push({ path: unit.path, before, after });
-      charsSaved += d.charsSaved;
-      tokensSaved += report.replaced(before, after);
-    }
+    for (const rep of s.replacements) tokensSaved += report.record(rep);
+    let charsSaved = s.charsSaved;
     let crossCount = 0;
-    if (o.crossSession) {
-      const n = session.units.length;
-      const windowStart = o.recencyWindow > 0 ? n - o.recencyWindow : n;
-      session.units.forEach((unit, i) => {
-        const m = unit.message;
-        const content = m.content as string;
-        if (replacedIdx.has(i) || m.role !== 'tool' || m.tool_calls !== undefined || preserved.has('tool')) return;
-        if (content.length < o.minChars || content.length === 0) return;
-        const { key } = contentKey(content);
-        const seen = cross.get(key);
-        if (seen === undefined) {
-          cross.set(key, { where: `${session.name}#${m.id}` });
-          return;
-        }
-        if (i >= windowStart) return;
-        const after = DEFAULT_TEMPLATES.exact.replace('{keepId}', seen.where).replace('{chars}', String(content.length));
-        if (after.length >= content.length) return;
-        edits.push({ path: unit.path, before: content, after });
-        crossCount++;
-        charsSaved += content.length - after.length;
-        tokensSaved += report.replaced(content, after);
-      });
-    }
-    const charsBefore = session.units.reduce((sum, u) => sum + (u.message.content as string).length, 0);
+    const patches: OutputPatch[] = [];
+    const crossVerbatim: string[] = [];
+    s.cross?.forEach((c, k) => {
+      const seen = cross.get(c.key);
+      if (seen === undefined) {
+        cross.set(c.key, c.where);
+        return;
+      }
+      if (c.inWindow) return;
+      const after = DEFAULT_TEMPLATES.exact.replace('{keepId}', seen).replace('{chars}', String(c.chars));
+      if (after.length >= c.chars) return;
+      const start = item.spans?.[2 * k] as number;
+      const end = item.spans?.[2 * k + 1] as number;
+      // The original as the session's parse saw it: the token's bytes are untouched in `out`.
+      const content = JSON.parse(Buffer.from(out.buffer, out.byteOffset + start, end - start).toString('utf8')) as string;
+      patches.push({ start, end, bytes: Buffer.from(JSON.stringify(after)) });
+      crossCount++;
+      charsSaved += c.chars - after.length;
+      tokensSaved += report.replaced(content, after);
+      if (verbatim !== undefined) crossVerbatim.push(JSON.stringify({ path: c.path, original: content, tag: after }));
+    });
     report.session({
-      session: session.name,
-      format: session.format,
-      messages: session.messages,
-      replaced: edits.length,
+      session: s.name,
+      format: s.format,
+      messages: s.messages,
+      replaced: s.replaced + crossCount,
       charsSaved,
       tokensSaved,
-      contents: session.units.length,
-      charsBefore,
-      exact: result.stats.exactDuplicates,
-      near: result.stats.nearDuplicates,
+      contents: s.contents,
+      charsBefore: s.charsBefore,
+      exact: s.exact,
+      near: s.near,
       cross: crossCount,
-      keptInWindow: result.stats.keptInWindow,
+      keptInWindow: s.keptInWindow,
     });
-    if (verbatim !== undefined && edits.length > 0) {
-      const entry: Record<string, unknown> = { file: session.file.rel, session: session.name };
-      if (session.line !== undefined) entry['line'] = session.line;
-      entry['edits'] = edits.map((e) => ({ path: e.path, original: e.before, tag: e.after }));
-      await verbatim.write(JSON.stringify(entry) + '\n');
-    }
-    return edits;
+    if (verbatim !== undefined && s.replaced + crossCount > 0) await verbatim.write(verbatimLine(file, s, crossVerbatim));
+    return patches.length > 0 ? patches : undefined;
   };
 
-  // Texts the stage would skip anyway (too short, preserved role, tool calls) cross the native
-  // boundary as '' so they are not copied there; decisions and tags are unchanged.
-  const slim = (m: Message): Message => {
-    const content = m.content as string;
-    if (content.length === 0 || (content.length >= o.minChars && m.tool_calls === undefined && !(typeof m.role === 'string' && preserved.has(m.role)))) return m;
-    return { ...m, content: '' };
-  };
   const progress: PipelineProgress = { filesDone: 0, sessionsDone: 0, bytesRead: () => 0, bytesParsed: 0, bytesOut: 0 };
   const showProgress = !o.quiet && (o.progress ?? io.stderr.isTTY === true);
   const totalBytes = files.reduce((sum, f) => sum + f.size, 0);
   const bar = showProgress ? new Progress(io.stderr, progress, totalBytes, files.length) : undefined;
   bar?.start();
+  let executor: Executor<DedupeOutcome> | undefined;
   try {
+    executor = await executorFor(o, settings, files);
     await runPipeline(
       {
         files,
@@ -203,8 +219,10 @@ export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise
         format: o.format,
         onError: o.onError,
         stdin: io.stdin,
-        concurrency: o.concurrency,
-        transform: { start: (s) => engine(s.units.map((u) => slim(u.message)), stageOptions), finish },
+        executor,
+        inFlight: Math.max(o.concurrency, 2 * (o.jobs ?? defaultJobs())),
+        ...(o.batchBytes === undefined ? {} : { batchBytes: o.batchBytes }),
+        session,
         skipped: (e: DataError) => report.error(e.file, e.line, e.reason),
         fileFormat: (_file, format) => report.file(format),
       },
@@ -215,6 +233,7 @@ export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise
     await verbatim?.discard();
     throw error;
   } finally {
+    await executor?.close();
     bar?.stop();
   }
   return report.finish(files.length, progress.bytesRead(), progress.bytesParsed, progress.bytesOut);

@@ -170,25 +170,3 @@ export function getAt(root: unknown, path: readonly PathStep[]): unknown {
   }
   return node;
 }
-
-/** Writes `value` at `path` inside `root` (every step but the last must exist). */
-export function setAt(root: unknown, path: readonly PathStep[], value: unknown): boolean {
-  if (path.length === 0) return false;
-  const parent = getAt(root, path.slice(0, -1));
-  if (typeof parent !== 'object' || parent === null) return false;
-  (parent as Record<PathStep, unknown>)[path[path.length - 1] as PathStep] = value;
-  return true;
-}
-
-/** The indentation a JSON text was written with, so a rewritten document looks the same. */
-export function indentOf(text: string): string {
-  const match = /^[[{]\r?\n([ \t]+)/.exec(text.trimStart());
-  return match ? (match[1] as string) : '';
-}
-
-/** Serializes a rewritten JSON document the way its original text was laid out. */
-export function serializeDocument(doc: unknown, original: string): string {
-  const body = JSON.stringify(doc, null, indentOf(original));
-  const newline = original.endsWith('\r\n') ? '\r\n' : original.endsWith('\n') ? '\n' : '';
-  return newline === '\r\n' ? body.replace(/\n/g, '\r\n') + newline : body + newline;
-}

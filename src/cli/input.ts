@@ -4,7 +4,7 @@
  * @module
  */
 import { createReadStream, type ReadStream } from 'node:fs';
-import { readdir, stat } from 'node:fs/promises';
+import { open, readdir, stat } from 'node:fs/promises';
 import { basename, join, relative } from 'node:path';
 import type { Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
@@ -187,4 +187,77 @@ export async function* lines(stream: AsyncIterable<Buffer>): AsyncGenerator<Line
     const whole = Buffer.concat(pending);
     yield { text: whole.toString('utf8'), number: ++number, eol: false, bytes: whole.length };
   }
+}
+
+/**
+ * Raw bytes of an input, read into buffers the caller provides (so a run reuses a few buffers
+ * instead of allocating, and page-faulting, a fresh one per chunk).
+ */
+export interface ByteSource {
+  /** Reads up to `length` bytes into `into` at `offset`; 0 at the end. */
+  read(into: Buffer, offset: number, length: number): Promise<number>;
+  /** Raw (possibly compressed) bytes consumed so far. */
+  bytesRead(): number;
+  close(): Promise<void>;
+}
+
+/** A source over a stream: chunks are copied into the caller's buffers. */
+function streamSource(input: OpenInput): ByteSource {
+  const iterator = input.stream[Symbol.asyncIterator]();
+  let left: Buffer | undefined;
+  let ended = false;
+  return {
+    async read(into, offset, length) {
+      while (left === undefined || left.length === 0) {
+        if (ended) return 0;
+        const next = await iterator.next();
+        if (next.done) {
+          ended = true;
+          return 0;
+        }
+        left = next.value;
+      }
+      const n = Math.min(length, left.length);
+      left.copy(into, offset, 0, n);
+      left = left.subarray(n);
+      return n;
+    },
+    bytesRead: input.bytesRead,
+    async close() {
+      input.close();
+    },
+  };
+}
+
+/**
+ * Opens an input for reading: a regular file that is not gzip (by extension or magic bytes) is
+ * read straight into the caller's buffers; stdin, pipes and gzip go through a stream.
+ */
+export async function openSource(file: InputFile, stdin: Readable = process.stdin): Promise<ByteSource> {
+  if (file.path !== '-' && !file.gzip) {
+    const handle = await open(file.path, 'r');
+    let direct = false;
+    try {
+      if ((await handle.stat()).isFile()) {
+        const head = Buffer.alloc(2);
+        const { bytesRead } = await handle.read(head, 0, 2, 0);
+        direct = !(bytesRead === 2 && head[0] === 0x1f && head[1] === 0x8b);
+      }
+    } finally {
+      if (!direct) await handle.close();
+    }
+    if (direct) {
+      let position = 0;
+      return {
+        async read(into, offset, length) {
+          const { bytesRead } = await handle.read(into, offset, length, position);
+          position += bytesRead;
+          return bytesRead;
+        },
+        bytesRead: () => position,
+        close: () => handle.close(),
+      };
+    }
+  }
+  return streamSource(openInput(file, stdin));
 }

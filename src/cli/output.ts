@@ -45,11 +45,45 @@ export class Sink {
     return sink;
   }
 
-  /** Writes text or bytes, waiting when the destination is full. */
-  async write(data: string | Buffer): Promise<void> {
+  /**
+   * Writes text or bytes, waiting when the destination is full. `flushed` is called once the
+   * destination is done with `data` (so its buffer may be reused).
+   */
+  async write(data: string | Uint8Array, flushed?: () => void): Promise<void> {
     this.bytes += typeof data === 'string' ? Buffer.byteLength(data) : data.length;
-    if (this.stream === undefined) return;
-    if (!this.stream.write(data)) await once(this.stream, 'drain');
+    if (this.stream === undefined || data.length === 0) {
+      flushed?.();
+      return;
+    }
+    const ok = flushed === undefined ? this.stream.write(data) : this.stream.write(data, () => flushed());
+    if (!ok) await once(this.stream, 'drain');
+  }
+
+  /**
+   * Writes several pieces as one output chunk: one `writev` for a file or pipe (corked), one
+   * buffer for gzip (zlib compresses each written chunk on its own, so many small ones are slow).
+   */
+  async writeAll(pieces: readonly Uint8Array[], flushed?: () => void): Promise<void> {
+    const stream = this.stream;
+    if (stream === undefined || pieces.length === 0) {
+      for (const piece of pieces) this.bytes += piece.length;
+      flushed?.();
+      return;
+    }
+    if (pieces.length === 1) return this.write(pieces[0] as Uint8Array, flushed);
+    if (stream !== this.file) {
+      const one = Buffer.concat(pieces);
+      flushed?.(); // copied
+      return this.write(one);
+    }
+    let ok = true;
+    stream.cork();
+    pieces.forEach((piece, i) => {
+      this.bytes += piece.length;
+      ok = (i === pieces.length - 1 && flushed !== undefined ? stream.write(piece, () => flushed()) : stream.write(piece)) && ok;
+    });
+    stream.uncork();
+    if (!ok) await once(stream, 'drain');
   }
 
   /** Flushes and publishes the output (rename into place for files). */

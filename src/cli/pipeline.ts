@@ -1,78 +1,50 @@
 /**
- * The streaming engine shared by `dedupe` and `restore`: reads inputs one after another, cuts
- * them into sessions, runs a per-session transform with a bounded number of sessions in flight
- * (so parsing the next session overlaps the native analysis of the previous ones), and writes
- * results in input order. Memory is bounded by a few sessions, not by the corpus.
+ * The streaming engine shared by `dedupe` and `restore`. The main thread reads the inputs one
+ * after another and cuts them into jobs (batches of whole session lines, or a whole document or
+ * agent log, see jobs.ts); an {@link Executor} runs the jobs, on worker threads or in-process;
+ * results are taken back in input order, handed to the caller session by session, and written.
+ *
+ * Memory stays bounded by the jobs in flight (a count and a byte budget), not by the corpus;
+ * a job is at least one whole session, so the largest session is the floor.
  * @module
  */
 import type { Readable } from 'node:stream';
-import { DataError, jsonErrorLocation } from './errors.js';
-import {
-  containerOf,
-  dialectOf,
-  extractEvents,
-  extractMessages,
-  messagesOf,
-  serializeDocument,
-  setAt,
-  type Container,
-  type FormatName,
-  type PathStep,
-  type Unit,
-} from './formats.js';
-import { lines, openInput, readAll, type InputFile, type OpenInput } from './input.js';
+import { DataError } from './errors.js';
+import { containerOf, type Container, type FormatName } from './formats.js';
+import { openSource, type ByteSource, type InputFile } from './input.js';
+import { isRecord, parseLine, stripBom, type FileRef, type Job, type JobError, type JobResult, type SessionResult } from './jobs.js';
 import { Sink, type Target } from './output.js';
+import type { Executor } from './pool.js';
 
-/** One replacement of the string at `path` inside a session's root value. */
-export interface Edit {
-  path: PathStep[];
-  /** The string that was there. */
-  before: string;
-  /** The string put there. */
-  after: string;
-}
-
-/** A session cut from an input. */
-export interface Session {
-  file: InputFile;
-  /** Display name: the session record's `session`, the agent `sessionId`, or `file[:line]`. */
-  name: string;
-  /** Key in the verbatim file: `rel` or `rel:line`. */
-  key: string;
-  /** 1-based line of a session record in a sessions JSONL file. */
-  line: number | undefined;
-  format: FormatName;
-  /** The value unit paths are relative to. */
-  root: unknown;
-  units: Unit[];
-  messages: number;
-  /** Uncompressed bytes of the session's text. */
-  bytes: number;
-}
-
-/** What a run does with each session. */
-export interface Transform<R> {
-  /** Starts work on a session (may run off the main thread); called in input order. */
-  start(session: Session): Promise<R>;
-  /** Turns the finished work into edits; called in input order, one at a time. */
-  finish(session: Session, work: R): Edit[] | Promise<Edit[]>;
+/** Replaces bytes `[start, end)` of a job's output (the pipeline applies these before writing). */
+export interface OutputPatch {
+  start: number;
+  end: number;
+  bytes: Uint8Array;
 }
 
 /** Options of {@link runPipeline}. */
-export interface PipelineOptions<R> {
+export interface PipelineOptions<O> {
   files: InputFile[];
   /** Output target per file (same order as `files`). */
   targets: Target[];
   format: FormatName | undefined;
   onError: 'skip' | 'abort';
-  transform: Transform<R>;
   stdin: Readable;
-  /** Sessions in flight at once. */
-  concurrency: number;
-  /** Called for skipped inputs (with `onError: 'skip'`). */
+  executor: Executor<O>;
+  /** Jobs dispatched and not yet written, at most. */
+  inFlight: number;
+  /** Target size of a batch of session lines (default 2 MiB). */
+  batchBytes?: number;
+  /** Called for skipped inputs (with `onError: 'skip'`), in input order. */
   skipped(error: DataError): void;
-  /** Called once per file with its resolved format. */
+  /** Called once per file with its resolved format, in input order. */
   fileFormat?(file: InputFile, format: FormatName): void;
+  /**
+   * Called for each session in input order with its job's output bytes; may return patches of
+   * that output (strings the session asked to locate). Throw a DataError to stop the run.
+   */
+  session(file: InputFile, session: SessionResult<O>, out: Uint8Array): OutputPatch[] | undefined | Promise<OutputPatch[] | undefined>;
 }
 
 /** Progress counters, readable while a run goes on. */
@@ -85,40 +57,38 @@ export interface PipelineProgress {
   bytesOut: number;
 }
 
-type Item<R> =
-  | { kind: 'open'; file: InputFile; target: Target }
-  | { kind: 'raw'; text: string; eol: boolean }
-  | { kind: 'session'; session: Session; work: Promise<R>; emit: Emit }
-  | { kind: 'close'; file: InputFile };
+/** Bytes of jobs in flight, at most (a single larger job still goes: it is one session). */
+const MAX_BYTES_IN_FLIGHT = 64 << 20;
+const DEFAULT_BATCH_BYTES = 2 << 20;
 
-/** Writes a finished session; `edited` lists the edits that were applied. */
-type Emit = (sink: Sink, edits: readonly Edit[]) => Promise<void>;
+type Item<O> =
+  | { kind: 'open'; file: InputFile; target: Target }
+  | { kind: 'format'; file: InputFile; format: FormatName }
+  | { kind: 'job'; file: InputFile; result: Promise<JobResult<O>>; bytes: number }
+  | { kind: 'close'; file: InputFile };
 
 /** A bounded FIFO between the reader and the writer. */
 class Queue<T> {
-  private readonly items: T[] = [];
+  private readonly items: { item: T; bytes: number }[] = [];
   private wakeConsumer: (() => void) | undefined;
   private wakeProducer: (() => void) | undefined;
   private closed = false;
   failed: unknown = undefined;
-  bytes = 0;
+  private bytes = 0;
 
   constructor(
     private readonly maxItems: number,
     private readonly maxBytes: number,
   ) {}
 
-  async push(item: T, bytes: number): Promise<void> {
+  /** Waits for room for `bytes`, then enqueues `make()` (so work starts only when it fits). */
+  async push(make: () => T, bytes: number): Promise<void> {
     while (this.failed === undefined && this.items.length > 0 && (this.items.length >= this.maxItems || this.bytes + bytes > this.maxBytes)) {
       await new Promise<void>((resolve) => (this.wakeProducer = resolve));
     }
     if (this.failed !== undefined) throw this.failed;
-    this.items.push(item);
+    this.items.push({ item: make(), bytes });
     this.bytes += bytes;
-    this.wake();
-  }
-
-  private wake(): void {
     const c = this.wakeConsumer;
     this.wakeConsumer = undefined;
     c?.();
@@ -126,79 +96,129 @@ class Queue<T> {
 
   close(): void {
     this.closed = true;
-    this.wake();
+    const c = this.wakeConsumer;
+    this.wakeConsumer = undefined;
+    c?.();
   }
 
   fail(error: unknown): void {
     if (this.failed === undefined) this.failed = error;
-    const p = this.wakeProducer;
-    this.wakeProducer = undefined;
-    p?.();
+    this.wakeProducers();
     this.close();
   }
 
-  async shift(): Promise<T | undefined> {
+  private wakeProducers(): void {
+    const p = this.wakeProducer;
+    this.wakeProducer = undefined;
+    p?.();
+  }
+
+  /** The next item; its bytes count until {@link done} is called with them. */
+  async shift(): Promise<{ item: T; bytes: number } | undefined> {
     while (this.items.length === 0) {
       if (this.closed) return undefined;
       await new Promise<void>((resolve) => (this.wakeConsumer = resolve));
     }
-    const item = this.items.shift() as T;
-    const p = this.wakeProducer;
-    this.wakeProducer = undefined;
-    p?.();
-    return item;
+    return this.items.shift();
   }
 
-  release(bytes: number): void {
+  done(bytes: number): void {
     this.bytes -= bytes;
+    this.wakeProducers();
   }
 }
 
-function stripBom(text: string): string {
-  return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
+/**
+ * Recycles the batch buffers: a buffer goes to a job, comes back with the result and returns
+ * here once its output is written. Reusing a handful of buffers avoids a fresh allocation (and
+ * its page faults) per batch. Only buffers of the standard size are kept.
+ */
+class BufferPool {
+  private readonly free: ArrayBuffer[] = [];
+
+  constructor(
+    readonly size: number,
+    private readonly max: number,
+  ) {}
+
+  /** A buffer of at least `min` bytes (never a slice of Node's shared pool: it may be transferred). */
+  take(min = this.size): Buffer {
+    const recycled = min <= this.size ? this.free.pop() : undefined;
+    return recycled !== undefined ? Buffer.from(recycled) : Buffer.allocUnsafeSlow(Math.max(min, this.size));
+  }
+
+  give(buffer: ArrayBufferLike): void {
+    if (buffer.byteLength === this.size && this.free.length < this.max && buffer instanceof ArrayBuffer) this.free.push(buffer);
+  }
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
+function countNewlines(b: Buffer, start: number, end: number): number {
+  let n = 0;
+  for (let i = b.indexOf(10, start); i !== -1 && i < end; i = b.indexOf(10, i + 1)) n++;
+  return n;
 }
 
-/** Reads chunks until the first newline (or 1 MB) to guess the container, without consuming. */
-async function sniff(input: OpenInput): Promise<{ container: Container; stream: AsyncIterable<Buffer> }> {
-  const iterator = input.stream[Symbol.asyncIterator]();
-  const head: Buffer[] = [];
-  let size = 0;
-  let done = false;
-  let newline = false;
-  while (!newline && size < 1 << 20) {
-    const next = await iterator.next();
-    if (next.done) {
-      done = true;
-      break;
+/** Sniffing looks for the first newline this far into an input without a telling extension. */
+const SNIFF_BYTES = 1 << 20;
+
+/**
+ * Reads one input into pooled buffers: `buf[0, len)` holds bytes read and not yet handed on.
+ */
+class Reader {
+  buf: Buffer;
+  len = 0;
+  eof = false;
+
+  constructor(
+    private readonly source: ByteSource,
+    private readonly pool: BufferPool,
+  ) {
+    this.buf = pool.take();
+  }
+
+  /** Reads until the buffer is full or the input ends. */
+  async fill(): Promise<void> {
+    while (!this.eof && this.len < this.buf.length) {
+      const n = await this.source.read(this.buf, this.len, this.buf.length - this.len);
+      if (n === 0) this.eof = true;
+      else this.len += n;
     }
-    head.push(next.value);
-    newline = next.value.indexOf(10) !== -1;
-    size += next.value.length;
   }
-  const all = Buffer.concat(head);
-  let container: Container = 'json';
-  const nl = all.indexOf(10);
-  if (nl !== -1) {
-    const first = stripBom(all.subarray(0, nl).toString('utf8')).trim();
-    const rest = all.subarray(nl + 1).toString('utf8').trim();
-    if (first.startsWith('{') && (rest.length > 0 || !done)) {
-      try {
-        if (isRecord(JSON.parse(first))) container = 'jsonl';
-      } catch {
-        container = 'json';
-      }
+
+  /** Doubles the buffer (a line or document larger than it). */
+  grow(): void {
+    const bigger = this.pool.take(this.buf.length * 2);
+    this.buf.copy(bigger, 0, 0, this.len);
+    this.pool.give(this.buf.buffer);
+    this.buf = bigger;
+  }
+
+  /** Hands `buf[0, end)` on and keeps the rest in a fresh buffer. */
+  take(end: number): Buffer {
+    const out = this.buf.subarray(0, end);
+    const rest = this.len - end;
+    const next = this.pool.take(rest);
+    this.buf.copy(next, 0, end, this.len);
+    this.buf = next;
+    this.len = rest;
+    return out;
+  }
+
+  /** Reads the whole input. */
+  async all(): Promise<Buffer> {
+    for (;;) {
+      await this.fill();
+      if (this.eof) return this.take(this.len);
+      this.grow();
     }
   }
-  async function* replay(): AsyncGenerator<Buffer> {
-    yield* head;
-    if (done) return;
-    for (let next = await iterator.next(); !next.done; next = await iterator.next()) yield next.value;
-  }
-  return { container, stream: replay() };
+}
+
+/** Whether a JSONL line (without its newline) decides the file's mode, and which. */
+function modeOf(text: string): 'sessions' | 'agent' | undefined {
+  const parsed = parseLine(text);
+  if (parsed.kind !== 'value') return undefined;
+  return isRecord(parsed.value) && Array.isArray(parsed.value['messages']) ? 'sessions' : 'agent';
 }
 
 /**
@@ -206,167 +226,113 @@ async function sniff(input: OpenInput): Promise<{ container: Container; stream: 
  * @throws DataError on the first bad input when `onError` is `'abort'` (the file being written
  *   is discarded; files already finished stay).
  */
-export async function runPipeline<R>(options: PipelineOptions<R>, progress: PipelineProgress): Promise<void> {
-  const queue = new Queue<Item<R>>(Math.max(2, options.concurrency * 2), 256 << 20);
+export async function runPipeline<O>(options: PipelineOptions<O>, progress: PipelineProgress): Promise<void> {
+  const queue = new Queue<Item<O>>(Math.max(2, options.inFlight + 2), MAX_BYTES_IN_FLIGHT);
+  const pool = new BufferPool(options.batchBytes ?? DEFAULT_BATCH_BYTES, options.inFlight + 4);
   let finishedBytes = 0;
-  let current: OpenInput | undefined;
+  let current: ByteSource | undefined;
   progress.bytesRead = () => finishedBytes + (current?.bytesRead() ?? 0);
+  let jobsInFlight = 0;
+  let jobDone: (() => void) | undefined;
 
-  const pushSession = async (session: Session, emit: Emit): Promise<void> => {
-    const work = options.transform.start(session);
-    work.catch(() => undefined); // observed by the writer
-    await queue.push({ kind: 'session', session, work, emit }, session.bytes);
+  const push = (item: Item<O>): Promise<void> => queue.push(() => item, 0);
+
+  const dispatch = async (file: InputFile, job: Job): Promise<void> => {
+    // The count bound keeps a few jobs per worker queued; the byte bound keeps big ones few.
+    while (jobsInFlight >= options.inFlight && queue.failed === undefined) await new Promise<void>((resolve) => (jobDone = resolve));
+    const bytes = job.data.byteLength;
+    await queue.push(() => {
+      jobsInFlight++;
+      const result = options.executor.run(job);
+      result.catch(() => undefined); // observed by the writer
+      return { kind: 'job', file, result, bytes };
+    }, bytes);
   };
 
-  const fail = (error: DataError): void => {
-    if (options.onError === 'abort') throw error;
-    options.skipped(error);
+  /** Guesses the container of an input without a telling extension from its first line. */
+  const sniff = (reader: Reader): Container => {
+    // A first line (within the first MB) that parses as a JSON object makes it JSONL.
+    const nl = reader.buf.subarray(0, reader.len).indexOf(10);
+    if (nl === -1 || nl >= SNIFF_BYTES) return 'json';
+    const first = stripBom(reader.buf.toString('utf8', 0, nl)).trim();
+    if (!first.startsWith('{')) return 'json';
+    try {
+      return isRecord(JSON.parse(first)) ? 'jsonl' : 'json';
+    } catch {
+      return 'json';
+    }
+  };
+
+  const readJsonl = async (file: InputFile, ref: FileRef, reader: Reader): Promise<void> => {
+    let mode: 'sessions' | 'agent' | undefined =
+      options.format === 'sessions-jsonl' ? 'sessions' : options.format === 'agent-jsonl' ? 'agent' : undefined;
+    let announced = false;
+    let line = 1;
+    // Offset up to which lines were tried for mode detection.
+    let scanned = 0;
+    for (;;) {
+      await reader.fill();
+      const { buf, len, eof } = reader;
+      // The first line that parses decides: session records, or one agent log.
+      while (mode === undefined && scanned < len) {
+        const nl = buf.indexOf(10, scanned);
+        if (nl === -1 || nl >= len) {
+          if (eof) mode = modeOf(buf.toString('utf8', scanned, len));
+          break;
+        }
+        mode = modeOf(buf.toString('utf8', scanned, nl));
+        scanned = nl + 1;
+      }
+      if (mode !== 'sessions') {
+        // An agent log (or nothing parsed at all) is one session: keep the file whole.
+        if (eof) break;
+        reader.grow();
+        continue;
+      }
+      if (!announced) {
+        announced = true;
+        await push({ kind: 'format', file, format: 'sessions-jsonl' });
+      }
+      if (len === 0) return;
+      const end = eof ? len : buf.lastIndexOf(10, len - 1) + 1;
+      if (end === 0) {
+        reader.grow(); // one line longer than the buffer
+        continue;
+      }
+      const data = reader.take(end);
+      const firstLine = line;
+      line += countNewlines(data, 0, data.length);
+      await dispatch(file, { kind: 'sessions', file: ref, data, firstLine });
+      if (eof && reader.len === 0) return;
+    }
+    await dispatch(file, { kind: 'agent', file: ref, data: reader.take(reader.len) });
   };
 
   const readFile = async (file: InputFile, target: Target): Promise<void> => {
-    const input = openInput(file, options.stdin);
-    current = input;
+    const source = await openSource(file, options.stdin);
+    current = source;
     try {
+      const reader = new Reader(source, pool);
       let container = options.format !== undefined ? containerOf(options.format) : file.container;
-      let stream = input.stream;
-      if (container === undefined) ({ container, stream } = await sniff({ ...input, stream }));
-      await queue.push({ kind: 'open', file, target }, 0);
-      if (container === 'json') await readDocument(file, stream);
-      else await readJsonl(file, stream);
-      await queue.push({ kind: 'close', file }, 0);
+      if (container === undefined) {
+        // Read until the first newline (or the sniffing limit, or the end) is in the buffer.
+        for (await reader.fill(); !reader.eof && reader.len < SNIFF_BYTES && reader.buf.subarray(0, reader.len).indexOf(10) === -1; await reader.fill()) reader.grow();
+        container = sniff(reader);
+      }
+      await push({ kind: 'open', file, target });
+      const ref: FileRef = { path: file.path, rel: file.rel };
+      if (container === 'json') {
+        await dispatch(file, { kind: 'document', file: ref, data: await reader.all(), format: options.format });
+      } else {
+        await readJsonl(file, ref, reader);
+      }
+      await push({ kind: 'close', file });
+      pool.give(reader.buf.buffer);
     } finally {
-      finishedBytes += input.bytesRead();
+      finishedBytes += source.bytesRead();
       current = undefined;
-      input.close();
+      await source.close();
     }
-  };
-
-  const readDocument = async (file: InputFile, stream: AsyncIterable<Buffer>): Promise<void> => {
-    const text = (await readAll(stream)).toString('utf8');
-    progress.bytesParsed += Buffer.byteLength(text);
-    const passthrough = async (): Promise<void> => queue.push({ kind: 'raw', text, eol: false }, text.length);
-    let doc: unknown;
-    try {
-      doc = JSON.parse(stripBom(text));
-    } catch (error) {
-      const { line, reason } = jsonErrorLocation(stripBom(text), error);
-      fail(new DataError(file.rel === '-' ? '-' : file.path, line, reason));
-      return passthrough();
-    }
-    const found = messagesOf(doc);
-    if (found === undefined) {
-      fail(new DataError(file.path, undefined, 'not a transcript: expected an array of messages or an object with a "messages" array'));
-      return passthrough();
-    }
-    const format = options.format ?? dialectOf(found.messages);
-    options.fileFormat?.(file, format);
-    const { units, messages } = extractMessages(found.messages, found.base);
-    const session: Session = { file, name: file.rel, key: file.rel, line: undefined, format, root: doc, units, messages, bytes: text.length };
-    await pushSession(session, async (sink, edits) => {
-      await sink.write(edits.length === 0 ? text : (text.charCodeAt(0) === 0xfeff ? '\uFEFF' : '') + serializeDocument(doc, stripBom(text)));
-    });
-  };
-
-  const readJsonl = async (file: InputFile, stream: AsyncIterable<Buffer>): Promise<void> => {
-    let mode: 'sessions' | 'agent' | undefined =
-      options.format === 'sessions-jsonl' ? 'sessions' : options.format === 'agent-jsonl' ? 'agent' : undefined;
-    // Agent mode keeps every line of the file (one session); sessions mode streams line by line.
-    const raws: { text: string; eol: boolean }[] = [];
-    const events: unknown[] = [];
-    let bytes = 0;
-    const where = file.rel === '-' ? '-' : file.path;
-    for await (const line of lines(stream)) {
-      progress.bytesParsed += line.bytes;
-      const body = stripBom(line.text);
-      if (body.trim() === '') {
-        if (mode === 'sessions') await queue.push({ kind: 'raw', text: line.text, eol: line.eol }, line.text.length);
-        else (raws.push(line), events.push(undefined));
-        continue;
-      }
-      let value: unknown;
-      try {
-        value = JSON.parse(body);
-      } catch (error) {
-        fail(new DataError(where, line.number, jsonErrorLocation(body, error).reason));
-        if (mode === 'sessions') await queue.push({ kind: 'raw', text: line.text, eol: line.eol }, line.text.length);
-        else (raws.push(line), events.push(undefined));
-        continue;
-      }
-      if (mode === undefined) {
-        mode = isRecord(value) && Array.isArray(value['messages']) ? 'sessions' : 'agent';
-        if (mode === 'sessions') {
-          for (const raw of raws) await queue.push({ kind: 'raw', text: raw.text, eol: raw.eol }, raw.text.length);
-          raws.length = 0;
-          events.length = 0;
-          options.fileFormat?.(file, 'sessions-jsonl');
-        }
-      }
-      if (mode === 'agent') {
-        raws.push(line);
-        events.push(value);
-        bytes += line.text.length;
-        continue;
-      }
-      const found = isRecord(value) ? messagesOf(value) : undefined;
-      if (found === undefined || found.base.length === 0) {
-        fail(new DataError(where, line.number, 'not a session record: expected an object with a "messages" array'));
-        await queue.push({ kind: 'raw', text: line.text, eol: line.eol }, line.text.length);
-        continue;
-      }
-      const record = value as Record<string, unknown>;
-      const { units, messages } = extractMessages(found.messages, found.base);
-      const own = record['session'] ?? record['id'];
-      const name = typeof own === 'string' || typeof own === 'number' ? String(own) : `${file.rel}:${line.number}`;
-      const session: Session = {
-        file,
-        name,
-        key: `${file.rel}:${line.number}`,
-        line: line.number,
-        format: 'sessions-jsonl',
-        root: record,
-        units,
-        messages,
-        bytes: line.text.length,
-      };
-      const { text, eol } = line;
-      await pushSession(session, async (sink, edits) => {
-        const out = edits.length === 0 ? text : JSON.stringify(record) + (text.endsWith('\r') ? '\r' : '');
-        await sink.write(eol ? `${out}\n` : out);
-      });
-    }
-    if (mode === 'sessions') return;
-    // Agent session log: the whole file is one session.
-    options.fileFormat?.(file, 'agent-jsonl');
-    const { units, messages } = extractEvents(events);
-    const first = events.find((e) => isRecord(e) && typeof e['sessionId'] === 'string') as Record<string, unknown> | undefined;
-    const session: Session = {
-      file,
-      name: first ? `${file.rel} (${String(first['sessionId'])})` : file.rel,
-      key: file.rel,
-      line: undefined,
-      format: 'agent-jsonl',
-      root: events,
-      units,
-      messages,
-      bytes,
-    };
-    await pushSession(session, async (sink, edits) => {
-      const changed = new Set(edits.map((e) => e.path[0] as number));
-      const parts: string[] = [];
-      let size = 0;
-      for (let i = 0; i < raws.length; i++) {
-        const raw = raws[i] as { text: string; eol: boolean };
-        const text = changed.has(i) ? JSON.stringify(events[i]) + (raw.text.endsWith('\r') ? '\r' : '') : raw.text;
-        parts.push(raw.eol ? `${text}\n` : text);
-        size += text.length;
-        if (size > 1 << 20) {
-          await sink.write(parts.join(''));
-          parts.length = 0;
-          size = 0;
-        }
-      }
-      await sink.write(parts.join(''));
-    });
   };
 
   const reader = async (): Promise<void> => {
@@ -380,32 +346,88 @@ export async function runPipeline<R>(options: PipelineOptions<R>, progress: Pipe
     }
   };
 
+  const failOn = (file: InputFile, e: JobError): void => {
+    const error = new DataError(file.path, e.line, e.reason);
+    if (options.onError === 'abort') throw error;
+    options.skipped(error);
+  };
+
+  const writeJob = async (sink: Sink, file: InputFile, result: JobResult<O>): Promise<void> => {
+    if (result.format !== undefined) options.fileFormat?.(file, result.format);
+    const { data } = result;
+    const extra: OutputPatch[] = [];
+    let e = 0;
+    for (let i = 0; i < result.sessions.length; i++) {
+      for (; e < result.errors.length && (result.errors[e] as JobError).after <= i; e++) failOn(file, result.errors[e] as JobError);
+      const more = await options.session(file, result.sessions[i] as SessionResult<O>, data);
+      if (more !== undefined) extra.push(...more);
+      progress.sessionsDone++;
+    }
+    for (; e < result.errors.length; e++) failOn(file, result.errors[e] as JobError);
+    progress.bytesParsed += result.bytes;
+    // The output: the input with the job's patches and the caller's (disjoint) patches applied.
+    extra.sort((a, b) => a.start - b.start);
+    const { ranges, bytes, lengths } = result.patches;
+    const pieces: Uint8Array[] = [];
+    let at = 0;
+    let from = 0;
+    let k = 0;
+    let x = 0;
+    while (k < lengths.length || x < extra.length) {
+      const own = k < lengths.length ? (ranges[2 * k] as number) : Infinity;
+      const theirs = x < extra.length ? (extra[x] as OutputPatch).start : Infinity;
+      let end: number;
+      if (own <= theirs) {
+        const n = lengths[k] as number;
+        pieces.push(data.subarray(at, own), bytes.subarray(from, from + n));
+        from += n;
+        end = ranges[2 * k + 1] as number;
+        k++;
+      } else {
+        const p = extra[x] as OutputPatch;
+        pieces.push(data.subarray(at, p.start), p.bytes);
+        end = p.end;
+        x++;
+      }
+      at = end;
+    }
+    pieces.push(data.subarray(at));
+    await sink.writeAll(
+      pieces.filter((p) => p.length > 0),
+      () => pool.give(data.buffer),
+    );
+  };
+
   const writer = async (): Promise<void> => {
     let sink: Sink | undefined;
     try {
-      for (let item = await queue.shift(); item !== undefined; item = await queue.shift()) {
+      for (let next = await queue.shift(); next !== undefined; next = await queue.shift()) {
+        const { item, bytes } = next;
         if (item.kind === 'open') {
           sink = await Sink.open(item.target);
-        } else if (item.kind === 'raw') {
-          queue.release(item.text.length);
-          await (sink as Sink).write(item.eol ? `${item.text}\n` : item.text);
-        } else if (item.kind === 'session') {
-          const work = await item.work;
-          const edits = await options.transform.finish(item.session, work);
-          for (const edit of edits) setAt(item.session.root, edit.path, edit.after);
-          await item.emit(sink as Sink, edits);
-          queue.release(item.session.bytes);
-          progress.sessionsDone++;
+        } else if (item.kind === 'format') {
+          options.fileFormat?.(item.file, item.format);
+        } else if (item.kind === 'job') {
+          const result = await item.result;
+          jobsInFlight--;
+          const wake = jobDone;
+          jobDone = undefined;
+          wake?.();
+          await writeJob(sink as Sink, item.file, result);
         } else {
           await (sink as Sink).commit();
           progress.bytesOut += (sink as Sink).bytes;
           sink = undefined;
           progress.filesDone++;
         }
+        queue.done(bytes);
       }
       if (queue.failed !== undefined) throw queue.failed;
     } catch (error) {
       queue.fail(error);
+      const wake = jobDone;
+      jobDone = undefined;
+      wake?.();
       await sink?.discard();
       throw error;
     }

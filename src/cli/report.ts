@@ -3,8 +3,9 @@
  * self-contained HTML renderings. Memory stays bounded: the top lists are pruned as they grow.
  * @module
  */
+import { readFileSync } from 'node:fs';
 import { sha256 } from '../identity.js';
-import type { TokenCounter } from '../tokens.js';
+import { tokenCounter, type TokenCounter, type TokenEncoding } from '../tokens.js';
 import type { FormatName } from './formats.js';
 
 /** One content that was replaced more than once across the run. */
@@ -74,6 +75,8 @@ const OFFENDER_CAP = 20_000;
 const SESSION_CAP = 100;
 const ERROR_CAP = 100;
 const TOKEN_CACHE_CAP = 50_000;
+const TAG_CACHE_CAP = 10_000;
+const PREVIEW_CHARS = 100;
 
 /** A content key that never merges distinct strings: SHA-256 of UTF-8, or of UTF-16 for lone surrogates. */
 export function contentKey(text: string): { key: string; sha256?: string } {
@@ -84,20 +87,186 @@ export function contentKey(text: string): { key: string; sha256?: string } {
   return { key: `u16:${sha256(Buffer.from(text, 'utf16le'))}` };
 }
 
-function preview(text: string, max = 100): string {
+/**
+ * The first `max` characters of `text` with whitespace runs collapsed to one space and the ends
+ * trimmed (`…` when cut). Only a prefix is collapsed, growing until it yields enough characters:
+ * replaced contents can be megabytes long.
+ */
+export function preview(text: string, max = PREVIEW_CHARS): string {
+  for (let n = 4 * max; n < text.length; n *= 4) {
+    // Collapsing a prefix gives a prefix of the collapsed whole (a run cut at the end still
+    // collapses to one space), so more than max + 1 characters decide the result.
+    const flat = text.slice(0, n).replace(/\s+/g, ' ').trimStart();
+    if (flat.length > max + 1) return `${flat.slice(0, max - 1)}…`;
+  }
   const flat = text.replace(/\s+/g, ' ').trim();
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+}
+
+/**
+ * One replaced content as the session that replaced it describes it (possibly on a worker
+ * thread). The text travels only the first time its key shows up in a job (see
+ * {@link describeReplacement}); the main thread counts tokens once per key and caches them.
+ */
+export interface Replaced {
+  /** {@link contentKey} of the original: its SHA-256, or `u16:…` for a text with lone surrogates. */
+  key: string;
+  /** Length of the original (UTF-16 code units). */
+  chars: number;
+  /** The reference tag that replaced it. */
+  tag: string;
+  /** The original; omitted when an earlier content of the same job had this key. */
+  text?: string;
+}
+
+/** Keys whose text a job already carried, most recent last; a bound keeps the main thread's cache ahead of it. */
+const JOB_TEXT_MEMO = 10_000;
+
+/**
+ * Describes `original` replaced by `tag`. `memo` is the job's record of keys whose text it has
+ * carried: later copies in the same job leave the text out (the main thread reads the job in
+ * order, so it has just counted it). The memo forgets beyond {@link JOB_TEXT_MEMO} keys, far
+ * fewer than the main thread's token cache holds, so a key without text is always cached there.
+ */
+export function describeReplacement(original: string, tag: string, memo: Map<string, true>, keys?: KeyCache): Replaced {
+  const key = keys === undefined ? contentKey(original).key : keys.key(original);
+  const rep: Replaced = { key, chars: original.length, tag };
+  if (memo.has(key)) memo.delete(key);
+  else {
+    rep.text = original;
+    if (memo.size >= JOB_TEXT_MEMO) memo.delete(memo.keys().next().value as string);
+  }
+  memo.set(key, true);
+  return rep;
+}
+
+/**
+ * {@link contentKey}s of recently seen texts. Replaced contents recur (the same file re-read in
+ * session after session), and hashing each copy again cost more than finding it here: texts are
+ * bucketed by length and their first and last characters, then compared in full, so a hit is
+ * exact. Buckets hold a few texts (equal-looking texts cannot make lookups slow) and the cache a
+ * bounded amount of text, least recently used buckets first out.
+ */
+export class KeyCache {
+  private readonly buckets = new Map<string, { text: string; key: string }[]>();
+  private units = 0;
+
+  /**
+   * @param maxUnits - UTF-16 code units of text kept, at most (longer texts are not kept)
+   * @param perBucket - texts kept per bucket
+   */
+  constructor(
+    private readonly maxUnits = 1 << 24,
+    private readonly perBucket = 4,
+  ) {}
+
+  /** The content key of `text`. */
+  key(text: string): string {
+    const id = text.length <= 64 ? text : `${text.length}:${text.slice(0, 24)}:${text.slice(-24)}`;
+    const bucket = this.buckets.get(id);
+    const hit = bucket?.find((e) => e.text === text);
+    if (bucket !== undefined) {
+      // Refresh recency (LRU).
+      this.buckets.delete(id);
+      this.buckets.set(id, bucket);
+    }
+    if (hit !== undefined) return hit.key;
+    const key = contentKey(text).key;
+    if (text.length > this.maxUnits / 16) return key;
+    const into = bucket ?? [];
+    into.unshift({ text, key });
+    this.units += text.length;
+    if (into.length > this.perBucket) this.units -= (into.pop() as { text: string }).text.length;
+    if (bucket === undefined) this.buckets.set(id, into);
+    for (const [oldest, entries] of this.buckets) {
+      if (this.units <= this.maxUnits) break;
+      this.buckets.delete(oldest);
+      for (const e of entries) this.units -= e.text.length;
+    }
+    return key;
+  }
+}
+
+/** Tokens and preview of a replaced content. */
+export interface Measured {
+  tokens: number;
+  /** Tokens saved: the content's tokens minus the tag's, at least 0. */
+  saved: number;
+  preview: string;
+}
+
+/**
+ * Counts tokens of replaced contents (real BPE, loaded on first use, so a run that replaces
+ * nothing never pays for the vocabulary). Counts and previews are cached by content key (LRU),
+ * tags by their text: the same contents and tags recur across sessions.
+ */
+export class ReplacementMeter {
+  private count: TokenCounter | undefined;
+  private readonly cache = new Map<string, { tokens: number; preview: string }>();
+  private readonly tagCache = new Map<string, number>();
+
+  /** @param counter - a token counter, or the encoding to load when the first content is measured */
+  constructor(private readonly counter: TokenCounter | TokenEncoding) {}
+
+  private counterFn(): TokenCounter {
+    if (this.count === undefined) this.count = typeof this.counter === 'function' ? this.counter : tokenCounter(this.counter);
+    return this.count;
+  }
+
+  private tagTokens(tag: string): number {
+    let n = this.tagCache.get(tag);
+    if (n === undefined) {
+      n = this.counterFn()(tag);
+      if (this.tagCache.size >= TAG_CACHE_CAP) this.tagCache.clear();
+      this.tagCache.set(tag, n);
+    }
+    return n;
+  }
+
+  /** Measures one replacement (call in input order: a key without text must have been seen). */
+  measure(rep: Replaced): Measured {
+    let hit = this.cache.get(rep.key);
+    if (hit === undefined) {
+      if (rep.text === undefined) throw new Error(`ctxdedup: no text for replaced content ${rep.key}`);
+      hit = { tokens: this.counterFn()(rep.text), preview: preview(rep.text) };
+      if (this.cache.size >= TOKEN_CACHE_CAP) this.cache.delete(this.cache.keys().next().value as string);
+    } else {
+      // Refresh recency (LRU).
+      this.cache.delete(rep.key);
+    }
+    this.cache.set(rep.key, hit);
+    return { tokens: hit.tokens, preview: hit.preview, saved: Math.max(0, hit.tokens - this.tagTokens(rep.tag)) };
+  }
+}
+
+/**
+ * Peak resident set size of this process (worker threads included) in MB. On Linux this is
+ * VmHWM: `resourceUsage().maxRSS` (getrusage) survives fork + exec, so a process started by a
+ * big parent would report the parent's size at fork time as its own peak. Elsewhere, maxRSS.
+ */
+export function peakRssMb(): number {
+  try {
+    const match = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync('/proc/self/status', 'utf8'));
+    if (match !== null) return Number(match[1]) / 1024;
+  } catch {
+    // No procfs: getrusage below.
+  }
+  return process.resourceUsage().maxRSS / 1024;
 }
 
 /** Accumulates a report while sessions stream by. */
 export class ReportBuilder {
   readonly report: DedupeReport;
   private readonly offenders = new Map<string, Offender>();
-  private readonly tokenCache = new Map<string, number>();
   private readonly started = process.hrtime.bigint();
 
+  /**
+   * @param meter - counts the tokens of replaced contents
+   * @param tokenizer - the encoding name shown in the report
+   * @param dryRun - whether nothing is written
+   */
   constructor(
-    private readonly count: TokenCounter,
+    private readonly meter: ReplacementMeter,
     tokenizer: string,
     dryRun: boolean,
   ) {
@@ -126,22 +295,6 @@ export class ReportBuilder {
     };
   }
 
-  /** Tokens of a content, cached by content hash (`key`). */
-  tokensOf(text: string, key?: string): number {
-    if (key === undefined) return this.count(text);
-    let n = this.tokenCache.get(key);
-    if (n === undefined) {
-      n = this.count(text);
-      if (this.tokenCache.size >= TOKEN_CACHE_CAP) this.tokenCache.delete(this.tokenCache.keys().next().value as string);
-      this.tokenCache.set(key, n);
-    } else {
-      // Refresh recency (LRU).
-      this.tokenCache.delete(key);
-      this.tokenCache.set(key, n);
-    }
-    return n;
-  }
-
   /** Counts a file of `format`. */
   file(format: FormatName): void {
     this.formatEntry(format).files++;
@@ -153,19 +306,22 @@ export class ReportBuilder {
 
   /** Records one replaced content; returns the tokens it saved. */
   replaced(original: string, tag: string): number {
-    const { key, sha256: hex } = contentKey(original);
-    const tokens = this.tokensOf(original, key);
-    const saved = Math.max(0, tokens - this.count(tag));
-    let entry = this.offenders.get(key);
+    return this.record(describeReplacement(original, tag, new Map()));
+  }
+
+  /** Records one replaced content described elsewhere (call in input order); returns the tokens it saved. */
+  record(rep: Replaced): number {
+    const m = this.meter.measure(rep);
+    let entry = this.offenders.get(rep.key);
     if (entry === undefined) {
-      entry = { preview: preview(original), copies: 0, chars: original.length, tokens, tokensWasted: 0 };
-      if (hex !== undefined) entry.sha256 = hex;
-      this.offenders.set(key, entry);
+      entry = { preview: m.preview, copies: 0, chars: rep.chars, tokens: m.tokens, tokensWasted: 0 };
+      if (!rep.key.startsWith('u16:')) entry.sha256 = rep.key;
+      this.offenders.set(rep.key, entry);
       if (this.offenders.size > OFFENDER_CAP) this.pruneOffenders(OFFENDER_CAP / 2);
     }
     entry.copies++;
-    entry.tokensWasted += saved;
-    return saved;
+    entry.tokensWasted += m.saved;
+    return m.saved;
   }
 
   private pruneOffenders(keep: number): void {
@@ -225,7 +381,7 @@ export class ReportBuilder {
       bytesOut,
       mbPerSec: round(bytesParsed / 1e6 / Math.max(seconds, 1e-9), 1),
       sessionsPerSec: round(r.sessions / Math.max(seconds, 1e-9), 1),
-      peakRssMb: round(process.resourceUsage().maxRSS / 1024, 1),
+      peakRssMb: round(peakRssMb(), 1),
     };
     return r;
   }

@@ -5,7 +5,9 @@
 import { DataError, jsonErrorLocation, UsageError } from './errors.js';
 import { getAt, type FormatName, type PathStep } from './formats.js';
 import { discover, lines, openInput } from './input.js';
-import { runPipeline, type Edit, type PipelineProgress } from './pipeline.js';
+import type { Handled, Session } from './jobs.js';
+import { runPipeline, type PipelineProgress } from './pipeline.js';
+import { inProcess } from './pool.js';
 import { planTargets, type CliIO } from './dedupe.js';
 
 /** Options of {@link restoreCommand}. */
@@ -77,30 +79,40 @@ export async function restoreCommand(o: RestoreCommandOptions, io: CliIO): Promi
   const used = new Set<VerbatimEntry>();
   const summary: RestoreSummary = { files: files.length, sessions: 0, restored: 0 };
   const progress: PipelineProgress = { filesDone: 0, sessionsDone: 0, bytesRead: () => 0, bytesParsed: 0, bytesOut: 0 };
-  await runPipeline(
+  // What the handler found for one session; checked and counted in input order.
+  type Outcome = { entry: VerbatimEntry | undefined; mismatch?: string; file: string; line: number | undefined };
+  const handler = {
+    handle(session: Session): Handled<Outcome> {
+      const entry = lookup(session.key, session.line);
+      const outcome: Outcome = { entry, file: session.file.path, line: session.line };
+      if (entry === undefined) return { edits: [], outcome };
+      for (const e of entry.edits) {
+        if (getAt(session.root, e.path) !== e.tag) {
+          outcome.mismatch = `content at ${e.path.join('.')} is not the reference tag the verbatim file expects`;
+          return { edits: [], outcome };
+        }
+      }
+      return { edits: entry.edits.map((e) => ({ path: e.path, value: e.original })), outcome };
+    },
+  };
+  await runPipeline<Outcome>(
     {
       files,
       targets,
       format: o.format,
       onError: 'abort',
       stdin: io.stdin,
-      concurrency: 2,
+      executor: inProcess(handler),
+      inFlight: 2,
       skipped: () => undefined,
-      transform: {
-        start: async (session) => lookup(session.key, session.line),
-        finish: (session, entry): Edit[] => {
-          summary.sessions++;
-          if (entry === undefined) return [];
-          used.add(entry);
-          return entry.edits.map((e) => {
-            const now = getAt(session.root, e.path);
-            if (now !== e.tag) {
-              throw new DataError(session.file.path, session.line, `content at ${e.path.join('.')} is not the reference tag the verbatim file expects`);
-            }
-            summary.restored++;
-            return { path: e.path, before: e.tag, after: e.original };
-          });
-        },
+      session: (_file, { outcome }) => {
+        summary.sessions++;
+        if (outcome.mismatch !== undefined) throw new DataError(outcome.file, outcome.line, outcome.mismatch);
+        if (outcome.entry !== undefined) {
+          used.add(outcome.entry);
+          summary.restored += outcome.entry.edits.length;
+        }
+        return undefined;
       },
     },
     progress,

@@ -8,6 +8,7 @@ import { dedupeCommand, type CliIO, type DedupeEngine } from './dedupe.js';
 import { DataError, EXIT, UsageError } from './errors.js';
 import { FORMATS, type FormatName } from './formats.js';
 import { renderHtml, renderText } from './report.js';
+import { addMemoriesCommand } from './memories.js';
 import { restoreCommand } from './restore.js';
 
 const VERSION = '0.1.0';
@@ -32,7 +33,12 @@ function list(value: string, previous: string[] | undefined): string[] {
 
 /** Extra knobs for tests and benchmarks. */
 export interface RunHooks {
+  /** A per-session dedup function (main thread only: implies `--jobs 1`). */
   engine?: DedupeEngine;
+  /** URL of a module exporting `engine`, loaded by every worker thread (and the main thread). */
+  engineModule?: string;
+  /** Target size of a batch of session lines in bytes (tests use small ones to get many jobs). */
+  batchBytes?: number;
 }
 
 /**
@@ -69,7 +75,8 @@ export async function run(argv: readonly string[], io: CliIO, hooks: RunHooks = 
     .option('--cross-session', 'also replace tool outputs identical to one in an earlier session (exact)', false)
     .addOption(new Option('--on-error <mode>', 'on malformed input: abort (exit 1) or skip it and go on').choices(['abort', 'skip']).default('abort'))
     .addOption(new Option('--tokenizer <encoding>', 'BPE encoding for token counts').choices(['o200k_base', 'cl100k_base']).default('o200k_base'))
-    .option('-j, --concurrency <n>', 'sessions in flight', integer('--concurrency', 1), 4)
+    .option('--jobs <n>', 'worker threads that parse and deduplicate (default: one per CPU for inputs of 16 MB or more; 1: all on the main thread)', integer('--jobs', 1))
+    .option('-j, --concurrency <n>', 'batches of sessions in flight (at least 2 per worker)', integer('--concurrency', 1), 4)
     .option('--json', 'print the report as JSON on stdout', false)
     .option('--report <file>', 'write a self-contained HTML report')
     .option('-q, --quiet', 'no progress and no text report', false)
@@ -91,12 +98,15 @@ export async function run(argv: readonly string[], io: CliIO, hooks: RunHooks = 
           crossSession: opts['crossSession'] as boolean,
           onError: opts['onError'] as 'abort' | 'skip',
           concurrency: opts['concurrency'] as number,
+          jobs: opts['jobs'] as number | undefined,
           tokenizer: opts['tokenizer'] as 'o200k_base' | 'cl100k_base',
           json: opts['json'] as boolean,
           quiet: opts['quiet'] as boolean,
           progress: (opts['progress'] as boolean) || undefined,
           report: opts['report'] as string | undefined,
           ...(hooks.engine ? { engine: hooks.engine } : {}),
+          ...(hooks.engineModule ? { engineModule: hooks.engineModule } : {}),
+          ...(hooks.batchBytes ? { batchBytes: hooks.batchBytes } : {}),
         },
         io,
       );
@@ -127,6 +137,8 @@ export async function run(argv: readonly string[], io: CliIO, hooks: RunHooks = 
         io.stderr.write(`ctxdedup restore: ${summary.restored} contents restored in ${summary.sessions} sessions, ${summary.files} files\n`);
       }
     });
+
+  addMemoriesCommand(program, io);
 
   try {
     await program.parseAsync([...argv], { from: 'user' });
