@@ -96,74 +96,130 @@ fn ratio(a: usize, b: usize) -> f64 {
     }
 }
 
-/// Distinct normalized lines, numbered in order of first appearance. Lines live in one buffer
-/// and are found by hash, with a chain for the rare hash collision: no allocation per line.
-#[derive(Default)]
+/// Distinct normalized lines, numbered in order of first appearance. Lines live in one buffer;
+/// an open-addressing table (linear probing, at most half full) maps a line's hash to its id.
+/// With millions of distinct lines every lookup is a cache miss, so callers hash the lines of a
+/// message first and [`LineInterner::prefetch`] their slots a few lines ahead.
 struct LineInterner {
     hasher: ahash::RandomState,
-    /// Line hash -> the first id with that hash.
-    first_with_hash: AHashMap<u64, u32>,
-    /// Id -> the next id with the same hash (`u32::MAX`: none).
-    next_with_hash: Vec<u32>,
+    /// `(hash, id)`; `id == EMPTY` marks a free slot. Length is a power of two.
+    slots: Vec<(u64, u32)>,
     /// Id -> end of the line in `units` (the start is the previous id's end).
     ends: Vec<usize>,
     units: Vec<u16>,
 }
 
+const EMPTY: u32 = u32::MAX;
+
 impl LineInterner {
+    fn with_capacity(lines: usize, units: usize) -> Self {
+        Self {
+            hasher: ahash::RandomState::new(),
+            slots: vec![(0, EMPTY); (2 * lines).next_power_of_two().max(64)],
+            ends: Vec::with_capacity(lines),
+            units: Vec::with_capacity(units),
+        }
+    }
+
+    fn hash(&self, line: &[u16]) -> u64 {
+        self.hasher.hash_one(line)
+    }
+
     fn line(&self, id: u32) -> &[u16] {
         let id = id as usize;
         let start = if id == 0 { 0 } else { self.ends[id - 1] };
         &self.units[start..self.ends[id]]
     }
 
-    fn intern(&mut self, line: &[u16]) -> u32 {
-        let hash = self.hasher.hash_one(line);
-        let new_id = self.ends.len() as u32;
-        let mut last = match self.first_with_hash.entry(hash) {
-            std::collections::hash_map::Entry::Vacant(slot) => {
-                slot.insert(new_id);
-                u32::MAX
-            }
-            std::collections::hash_map::Entry::Occupied(slot) => *slot.get(),
-        };
-        while last != u32::MAX {
-            if self.line(last) == line {
-                return last;
-            }
-            match self.next_with_hash[last as usize] {
-                u32::MAX => {
-                    self.next_with_hash[last as usize] = new_id;
-                    break;
-                }
-                next => last = next,
-            }
+    /// Starts loading the slot a line with this hash will probe first.
+    fn prefetch(&self, hash: u64) {
+        let slot = &self.slots[hash as usize & (self.slots.len() - 1)];
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch never faults, and the address is inside `slots`.
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch((slot as *const (u64, u32)).cast(), _MM_HINT_T0);
         }
-        self.units.extend_from_slice(line);
-        self.ends.push(self.units.len());
-        self.next_with_hash.push(u32::MAX);
-        new_id
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = slot;
+    }
+
+    /// The id of `line`, whose hash is `hash`, numbering it if it is new.
+    fn intern(&mut self, line: &[u16], hash: u64) -> u32 {
+        if 2 * (self.ends.len() + 1) > self.slots.len() {
+            self.grow();
+        }
+        let mask = self.slots.len() - 1;
+        let mut at = hash as usize & mask;
+        loop {
+            let (slot_hash, id) = self.slots[at];
+            if id == EMPTY {
+                let id = self.ends.len() as u32;
+                self.slots[at] = (hash, id);
+                self.units.extend_from_slice(line);
+                self.ends.push(self.units.len());
+                return id;
+            }
+            if slot_hash == hash && self.line(id) == line {
+                return id;
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    fn grow(&mut self) {
+        let doubled = vec![(0, EMPTY); 2 * self.slots.len()];
+        let old = std::mem::replace(&mut self.slots, doubled);
+        let mask = self.slots.len() - 1;
+        for (hash, id) in old.into_iter().filter(|&(_, id)| id != EMPTY) {
+            let mut at = hash as usize & mask;
+            while self.slots[at].1 != EMPTY {
+                at = (at + 1) & mask;
+            }
+            self.slots[at] = (hash, id);
+        }
     }
 }
 
+/// Lines of one message ahead of the one being interned, whose slots are being loaded.
+const PREFETCH_LINES: usize = 8;
+
 /// Normalizes the participants into bags of interned line ids; drops those with < 2 lines.
 pub(crate) fn build_members<S: Utf16Source>(src: &S, participants: &[usize]) -> Vec<FuzzyMember> {
-    let mut interner = LineInterner::default();
+    // Sized up front (about one distinct line per 64 units): growing a table of millions of
+    // lines moves every entry again, several times.
+    let units: usize = participants.iter().map(|&i| src.len_of(i)).sum();
+    let mut interner = LineInterner::with_capacity((units / 64).min(1 << 24), units.min(1 << 27));
+    // The normalized lines of the current message, with their ends and hashes.
     let mut scratch: Vec<u16> = Vec::new();
+    let mut lines: Vec<(usize, u64)> = Vec::new();
     let mut ids: Vec<u32> = Vec::new();
     let mut members = Vec::with_capacity(participants.len());
     for &index in participants {
         ids.clear();
+        scratch.clear();
+        lines.clear();
         let raw_len = src.with_units(index, |units| {
             for line in units.split(|&u| u == 0x0A) {
-                scratch.clear();
+                let start = scratch.len();
                 normalize_line_into(line, &mut scratch);
-                if !scratch.is_empty() {
-                    ids.push(interner.intern(&scratch));
+                if scratch.len() > start {
+                    lines.push((scratch.len(), interner.hash(&scratch[start..])));
                 }
             }
             units.len()
         });
+        for &(_, hash) in lines.iter().take(PREFETCH_LINES) {
+            interner.prefetch(hash);
+        }
+        let mut start = 0;
+        for (k, &(end, hash)) in lines.iter().enumerate() {
+            if let Some(&(_, ahead)) = lines.get(k + PREFETCH_LINES) {
+                interner.prefetch(ahead);
+            }
+            ids.push(interner.intern(&scratch[start..end], hash));
+            start = end;
+        }
         if ids.len() < 2 {
             continue;
         }
@@ -325,6 +381,26 @@ mod tests {
             bag,
             lines: lines.len(),
         }
+    }
+
+    #[test]
+    fn interner_numbers_lines_in_order_across_growth() {
+        let mut interner = LineInterner::with_capacity(0, 0);
+        let line = |k: u32| -> Vec<u16> { format!("line {}", k % 5000).encode_utf16().collect() };
+        for k in 0..20_000u32 {
+            let l = line(k);
+            let h = interner.hash(&l);
+            interner.prefetch(h);
+            assert_eq!(interner.intern(&l, h), k % 5000);
+        }
+        assert_eq!(interner.ends.len(), 5000);
+        // A forced collision: same hash, different lines, both kept apart.
+        let (a, b): (Vec<u16>, Vec<u16>) =
+            ("x".encode_utf16().collect(), "y".encode_utf16().collect());
+        let (ia, ib) = (interner.intern(&a, 42), interner.intern(&b, 42));
+        assert_ne!(ia, ib);
+        assert_eq!(interner.intern(&b, 42), ib);
+        assert_eq!(interner.line(ia), a.as_slice());
     }
 
     #[test]
