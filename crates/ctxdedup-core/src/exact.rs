@@ -2,7 +2,7 @@
 //!
 //! Candidates are narrowed in stages, each cheaper than reading everything: contents of a length
 //! no other content has are unique; then those whose (length, first [`PREFIX_UNITS`] units) is
-//! unique; only the rest are read whole, once each. A keyed in-memory hash (ahash, never exposed)
+//! unique; only the rest are read whole. A keyed in-memory hash (ahash, never exposed)
 //! buckets them by (length, hash), and a content joins a group only after comparing equal unit by
 //! unit, so a hash collision, accidental or crafted, can cost time proportional to the colliding
 //! contents but never merges distinct ones. With sources that copy contents out of JavaScript,
@@ -32,16 +32,11 @@ fn shared_keys<K: std::hash::Hash + Eq>(
 /// For every item, the index of the first item with the same content (itself if it is first).
 pub fn group_exact<S: Utf16Source>(src: &S) -> Vec<u32> {
     let hasher = RandomState::new();
-    group_exact_within(src, KEPT_BUDGET, |units| hasher.hash_one(units))
+    group_exact_with(src, |units| hasher.hash_one(units))
 }
 
-/// [`group_exact`] keeping at most `budget` units of distinct contents, with a given hash (tests
-/// pass a constant one to make every content collide).
-fn group_exact_within<S: Utf16Source>(
-    src: &S,
-    budget: usize,
-    hash: impl Fn(&[u16]) -> u64,
-) -> Vec<u32> {
+/// [`group_exact`] with a given hash (tests pass a constant one to make every content collide).
+fn group_exact_with<S: Utf16Source>(src: &S, hash: impl Fn(&[u16]) -> u64) -> Vec<u32> {
     let n = src.count();
     let mut rep: Vec<u32> = (0..n as u32).collect();
 
@@ -52,68 +47,45 @@ fn group_exact_within<S: Utf16Source>(
             // The prefix is the whole content: skip straight to the full-content stage.
             return (len, 0);
         }
-        (len, src.with_prefix(i, PREFIX_UNITS, |units| hash(units)))
+        (len, src.with_prefix(i, PREFIX_UNITS, &hash))
     });
 
-    // Each candidate is read once: hashed, then compared with the distinct contents already
-    // seen under the same (length, hash), whose units are kept in `kept` (up to a budget).
-    let mut distinct: AHashMap<(usize, u64), Vec<Distinct>> =
-        AHashMap::with_capacity(candidates.len());
-    let mut kept: Vec<u16> = Vec::new();
+    // Each candidate is read and hashed once. Only when an earlier distinct content has the same
+    // (length, hash), i.e. almost always a true duplicate, is it copied and compared with that
+    // content, read again. Distinct contents are never copied or read twice.
+    let mut first_with_key: AHashMap<(usize, u64), u32> = AHashMap::with_capacity(candidates.len());
+    // Distinct contents sharing a key (only on a hash collision): first -> next.
+    let mut next_with_key = vec![u32::MAX; n];
+    let mut copy: Vec<u16> = Vec::new();
     for i in candidates {
-        let found = src.with_units(i, |units| {
+        let key = src.with_units(i, |units| {
             let key = (units.len(), hash(units));
-            let seen = distinct.entry(key).or_default();
-            for d in seen.iter() {
-                if let Some(range) = &d.kept {
-                    if kept[range.clone()] == *units {
-                        return Ok(d.first);
-                    }
-                }
+            if first_with_key.contains_key(&key) {
+                copy.clear();
+                copy.extend_from_slice(units);
             }
-            if seen.iter().all(|d| d.kept.is_some()) {
-                let range = (kept.len() + units.len() <= budget).then(|| {
-                    kept.extend_from_slice(units);
-                    kept.len() - units.len()..kept.len()
-                });
-                seen.push(Distinct {
-                    first: i as u32,
-                    kept: range,
-                });
-                return Ok(i as u32);
-            }
-            // Over budget: some earlier content of this key was not kept; compare it below.
-            Err((key, units.to_vec()))
+            key
         });
-        rep[i] = match found {
-            Ok(first) => first,
-            Err((key, units)) => {
-                let seen = distinct.get_mut(&key).expect("key inserted above");
-                let equal = seen
-                    .iter()
-                    .filter(|d| d.kept.is_none())
-                    .map(|d| d.first)
-                    .find(|&first| src.with_units(first as usize, |u| *u == *units));
-                equal.unwrap_or_else(|| {
-                    seen.push(Distinct {
-                        first: i as u32,
-                        kept: None,
-                    });
-                    i as u32
-                })
-            }
+        let Some(&first) = first_with_key.get(&key) else {
+            first_with_key.insert(key, i as u32);
+            continue;
         };
+        let mut at = first;
+        loop {
+            if src.with_units(at as usize, |units| *units == *copy) {
+                rep[i] = at;
+                break;
+            }
+            match next_with_key[at as usize] {
+                u32::MAX => {
+                    next_with_key[at as usize] = i as u32;
+                    break;
+                }
+                next => at = next,
+            }
+        }
     }
     rep
-}
-
-/// Units of distinct contents kept for comparison (128 MiB); beyond it, contents are read again.
-const KEPT_BUDGET: usize = 64 << 20;
-
-/// The first item of one distinct content, and where its units are kept, if they are.
-struct Distinct {
-    first: u32,
-    kept: Option<std::ops::Range<usize>>,
 }
 
 #[cfg(test)]
@@ -166,13 +138,8 @@ mod tests {
             }
             let expected = brute_force(&items);
             proptest::prop_assert_eq!(group_exact(&arena), expected.clone());
-            // A tiny budget forces the read-again path for most contents.
-            let real = RandomState::new();
-            let real = |u: &[u16]| real.hash_one(u);
-            proptest::prop_assert_eq!(group_exact_within(&arena, 2 * PREFIX_UNITS, real), expected.clone());
-            // Every content colliding with every other, with and without the budget.
-            proptest::prop_assert_eq!(group_exact_within(&arena, usize::MAX, |_| 7), expected.clone());
-            proptest::prop_assert_eq!(group_exact_within(&arena, 2 * PREFIX_UNITS, |_| 7), expected);
+            // Every content colliding with every other.
+            proptest::prop_assert_eq!(group_exact_with(&arena, |_| 7), expected);
         }
     }
 }
