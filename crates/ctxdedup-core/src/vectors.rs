@@ -395,34 +395,67 @@ pub fn cluster(embeddings: Embeddings<'_>, threshold: f64, linkage: Linkage) -> 
         }
         Linkage::Complete => complete_linkage(embeddings.len(), &pairs),
     };
-    let similar: HashSet<(u32, u32)> = pairs.iter().map(|p| (p.a, p.b)).collect();
-    let mut edge_similarity = std::collections::HashMap::with_capacity(pairs.len());
-    for p in &pairs {
-        edge_similarity.insert((p.a, p.b), p.similarity);
+    // Edge statistics per cluster in one pass over the pairs.
+    let mut cluster_of = vec![u32::MAX; embeddings.len()];
+    for (c, members) in groups.iter().enumerate() {
+        for &m in members {
+            cluster_of[m] = c as u32;
+        }
     }
+    let mut edges = vec![(0usize, f64::INFINITY, f64::NEG_INFINITY); groups.len()];
+    for p in &pairs {
+        let (ca, cb) = (cluster_of[p.a as usize], cluster_of[p.b as usize]);
+        if ca == cb && ca != u32::MAX {
+            let e = &mut edges[ca as usize];
+            *e = (e.0 + 1, e.1.min(p.similarity), e.2.max(p.similarity));
+        }
+    }
+    let mut unit: Option<Vec<f32>> = None;
     groups
         .into_iter()
-        .map(|members| {
-            let (mut min, mut max) = (f64::INFINITY, f64::NEG_INFINITY);
-            for (x, &a) in members.iter().enumerate() {
-                for &b in &members[x + 1..] {
-                    let key = (a as u32, b as u32);
-                    let s = if similar.contains(&key) {
-                        edge_similarity[&key]
-                    } else {
-                        cosine(embeddings.row(a), embeddings.row(b))
-                    };
-                    min = min.min(s);
-                    max = max.max(s);
-                }
-            }
+        .zip(edges)
+        .map(|(members, (count, min_edge, max_edge))| {
+            let k = members.len();
+            // Every edge reaches the threshold and every non-edge is below it, so the maximum is
+            // an edge, and so is the minimum when every pair is an edge (always, for complete).
+            let min_similarity = if count == k * (k - 1) / 2 {
+                min_edge
+            } else {
+                let unit = unit.get_or_insert_with(|| unit_rows(embeddings));
+                min_over_pairs(embeddings, unit, &members)
+            };
             Cluster {
                 members: members.into_iter().map(|m| m as u32).collect(),
-                min_similarity: min,
-                max_similarity: max,
+                min_similarity,
+                max_similarity: max_edge,
             }
         })
         .collect()
+}
+
+/// Exact minimum cosine over all pairs of `members`: the fast kernel finds the approximate
+/// minimum, then only pairs within the kernel's error margin of it are rescored exactly.
+fn min_over_pairs(embeddings: Embeddings<'_>, unit: &[f32], members: &[usize]) -> f64 {
+    let dim = embeddings.dim();
+    let kernels = kernel::select();
+    let row = |i: usize| &unit[i * dim..(i + 1) * dim];
+    let approx = |a: usize, b: usize| (kernels.dot)(row(a), row(b));
+    let mut lowest = f32::INFINITY;
+    for (x, &a) in members.iter().enumerate() {
+        for &b in &members[x + 1..] {
+            lowest = lowest.min(approx(a, b));
+        }
+    }
+    let cut = lowest + 2.0 * FILTER_MARGIN;
+    let mut min = f64::INFINITY;
+    for (x, &a) in members.iter().enumerate() {
+        for &b in &members[x + 1..] {
+            if approx(a, b) <= cut {
+                min = min.min(cosine(embeddings.row(a), embeddings.row(b)));
+            }
+        }
+    }
+    min
 }
 
 fn complete_linkage(n: usize, pairs: &[SimilarPair]) -> Vec<Vec<usize>> {
@@ -607,6 +640,17 @@ mod tests {
             for (a, b) in pairs {
                 prop_assert_ne!(cluster_of[a as usize], usize::MAX);
                 prop_assert_eq!(cluster_of[a as usize], cluster_of[b as usize]);
+            }
+            for c in single.iter().chain(&cluster(e, threshold, Linkage::Complete)) {
+                let mut sims = Vec::new();
+                for (x, &a) in c.members.iter().enumerate() {
+                    for &b in &c.members[x + 1..] {
+                        sims.push(cosine(e.row(a as usize), e.row(b as usize)));
+                    }
+                }
+                let min = sims.iter().copied().fold(f64::INFINITY, f64::min);
+                let max = sims.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                prop_assert_eq!((c.min_similarity, c.max_similarity), (min, max));
             }
         }
 
