@@ -5,7 +5,7 @@
 // count as dead code there.
 #![cfg_attr(test, allow(dead_code))]
 
-use crate::strings::JsStrings;
+use crate::strings::{array_elements, JsStrings};
 use ctxdedup_core::findings::{self, FINDINGS_NORMALIZATION_VERSION};
 use ctxdedup_core::resources::{self, ByteSource};
 use napi::bindgen_prelude::*;
@@ -183,20 +183,9 @@ impl ValidateNapiValue for JsContents {}
 
 impl FromNapiValue for JsContents {
     unsafe fn from_napi_value(env: sys::napi_env, array: sys::napi_value) -> Result<Self> {
-        let mut is_array = false;
-        check_status!(sys::napi_is_array(env, array, &mut is_array))?;
-        if !is_array {
-            return Err(Error::new(
-                Status::InvalidArg,
-                "contents must be an array of strings and Uint8Arrays",
-            ));
-        }
-        let mut len = 0u32;
-        check_status!(sys::napi_get_array_length(env, array, &mut len))?;
-        let mut items = Vec::with_capacity(len as usize);
-        for i in 0..len {
-            let mut value = ptr::null_mut();
-            check_status!(sys::napi_get_element(env, array, i, &mut value))?;
+        let values = array_elements(env, array, "an array of strings and Uint8Arrays")?;
+        let mut items = Vec::with_capacity(values.len());
+        for (i, value) in values.into_iter().enumerate() {
             let mut units = 0usize;
             if sys::napi_get_value_string_utf16(env, value, ptr::null_mut(), 0, &mut units)
                 == sys::Status::napi_ok

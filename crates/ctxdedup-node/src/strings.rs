@@ -118,26 +118,40 @@ impl TypeName for JsStrings {
 
 impl ValidateNapiValue for JsStrings {}
 
+/// The elements of a JS array, as handles valid for the current call.
+///
+/// # Safety
+/// `env` and `array` must be the current call's environment and a value of it.
+pub(crate) unsafe fn array_elements(
+    env: sys::napi_env,
+    array: sys::napi_value,
+    expected: &str,
+) -> Result<Vec<sys::napi_value>> {
+    let mut is_array = false;
+    check_status!(sys::napi_is_array(env, array, &mut is_array))?;
+    if !is_array {
+        return Err(Error::new(
+            Status::InvalidArg,
+            format!("contents must be {expected}"),
+        ));
+    }
+    let mut len = 0u32;
+    check_status!(sys::napi_get_array_length(env, array, &mut len))?;
+    let mut values = Vec::with_capacity(len as usize);
+    for i in 0..len {
+        let mut value = ptr::null_mut();
+        check_status!(sys::napi_get_element(env, array, i, &mut value))?;
+        values.push(value);
+    }
+    Ok(values)
+}
+
 impl FromNapiValue for JsStrings {
     unsafe fn from_napi_value(env: sys::napi_env, array: sys::napi_value) -> Result<Self> {
-        let mut is_array = false;
-        check_status!(sys::napi_is_array(env, array, &mut is_array))?;
-        if !is_array {
-            return Err(Error::new(
-                Status::InvalidArg,
-                "contents must be an array of strings",
-            ));
-        }
-        let mut len = 0u32;
-        check_status!(sys::napi_get_array_length(env, array, &mut len))?;
-        let mut values = Vec::with_capacity(len as usize);
-        for i in 0..len {
-            let mut value = ptr::null_mut();
-            check_status!(sys::napi_get_element(env, array, i, &mut value))?;
-            values.push(value);
-        }
-        let mut lengths = Vec::with_capacity(len as usize);
-        let mut prefixes = vec![0u16; len as usize * PREFIX_STRIDE];
+        let values = array_elements(env, array, "an array of strings")?;
+        let len = values.len();
+        let mut lengths = Vec::with_capacity(len);
+        let mut prefixes = vec![0u16; len * PREFIX_STRIDE];
         for (i, room) in prefixes.chunks_exact_mut(PREFIX_STRIDE).enumerate() {
             if let Some(&ahead) = values.get(i + PREFETCH_DISTANCE) {
                 prefetch_string(ahead);
