@@ -7,10 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { analyzeDuplicates, analyzeFuzzyDuplicates, dedupe, type CceMessage, type DedupAnnotation } from '../src/compat/cce.js';
 import { dedupeMessages, type Message } from '../src/index.js';
 import { analyze, CCE_SKIP_PREFIXES, jaccard, normalizedLines } from './message-oracle.js';
-
-function unsafe<T>(value: unknown): T {
-  return value as T;
-}
+import { unsafe } from './assertions.js';
 
 /** The same messages with string ids, for the native message API (roles here are strings). */
 const asMessages = (messages: readonly CceMessage[]): Message[] => messages.map((m) => unsafe<Message>({ ...m, id: String(m.id) }));

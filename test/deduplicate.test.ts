@@ -12,6 +12,7 @@ import {
   type DeduplicateOptions,
   type ScoredItem,
 } from '../src/index.js';
+import { thrown, unsafe } from './assertions.js';
 
 type Engine = NonNullable<DeduplicateOptions['engine']>;
 const ENGINES: Engine[] = ['native', 'js', 'auto'];
@@ -21,11 +22,6 @@ const s = (content: string, score: number, extra: Record<string, unknown> = {}):
   score,
 });
 
-/** Calls `f` with a value the type system would refuse (bad-input tests). */
-function unsafe<T>(value: unknown): T {
-  return value as T;
-}
-
 /** Oracle straight from the README rules: highest score, ties to the lowest index. */
 function oracle(scored: readonly ScoredItem[]): number[] {
   const best = new Map<string, number>();
@@ -34,16 +30,6 @@ function oracle(scored: readonly ScoredItem[]): number[] {
     if (current === undefined || entry.score > (scored[current] as ScoredItem).score) best.set(entry.item.content, i);
   });
   return scored.map((_, i) => i).filter((i) => best.get((scored[i] as ScoredItem).item.content) === i);
-}
-
-function thrown(f: () => unknown): Error {
-  try {
-    f();
-  } catch (error) {
-    if (error instanceof Error) return error;
-    throw new Error(`threw a non-Error: ${String(error)}`);
-  }
-  throw new Error('did not throw');
 }
 
 describe.each(ENGINES)('deduplicate [engine %s]', (engine) => {

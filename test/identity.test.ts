@@ -7,22 +7,9 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { groupExact, sha256 } from '../src/index.js';
 import { native } from '../src/native.js';
+import { thrown, unsafe } from './assertions.js';
 
 const reference = (data: string | Uint8Array): string => createHash('sha256').update(data).digest('hex');
-
-function unsafe<T>(value: unknown): T {
-  return value as T;
-}
-
-function thrown(f: () => unknown): Error {
-  try {
-    f();
-  } catch (error) {
-    if (error instanceof Error) return error;
-    throw new Error(`threw a non-Error: ${String(error)}`);
-  }
-  throw new Error('did not throw');
-}
 
 describe('sha256', () => {
   it('known vectors', () => {

@@ -19,6 +19,7 @@ import {
 } from '../src/index.js';
 import { analyze, CCE_SKIP_PREFIXES, jaccard, normalizedLines } from './message-oracle.js';
 import { SHARED } from './shared.js';
+import { thrown, unsafe } from './assertions.js';
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -30,20 +31,6 @@ function text(tag: string, n = 12): string {
 
 function msg(id: string, content: unknown, extra: Partial<Message> = {}): Message {
   return { id, role: 'user', content, ...extra };
-}
-
-function unsafe<T>(value: unknown): T {
-  return value as T;
-}
-
-function thrown(f: () => unknown): Error {
-  try {
-    f();
-  } catch (error) {
-    if (error instanceof Error) return error;
-    throw new Error(`threw a non-Error: ${String(error)}`);
-  }
-  throw new Error('did not throw');
 }
 
 function fill(template: string, info: ReferenceInfo): string {
