@@ -294,6 +294,18 @@ describe('robustness beyond CCE', () => {
     }
   });
 
+  it('(e) strings equal in every unit\'s low byte stay distinct (the binding hashes one byte per unit)', () => {
+    // U+0101, U+0201 and U+0001 share their low byte; so do U+4E00 and U+0000 after the prefix.
+    const prefix = 'shared first line of a long tool output\n'.repeat(4);
+    const variants = ['\u0101', '\u0201', '\u0001', '\u4e00', '\u0000'].map((c) => `${prefix}${c} tail`.padEnd(300, '.'));
+    expect(new Set(variants.map((v) => v.length)).size).toBe(1);
+    // Each variant twice, in an interleaved order, so both stages meet distinct contents first.
+    const order = [0, 1, 2, 3, 4, 4, 3, 2, 1, 0];
+    const messages: CceMessage[] = order.map((v, i) => ({ id: i, role: 'tool', content: variants[v] }));
+    const exact = analyzeDuplicates(messages, messages.length, new Set());
+    expect(sorted(exact)).toEqual([0, 1, 2, 3, 4].map((i) => [i, { duplicateOfIndex: 9 - i, contentLength: 300 }]));
+  });
+
   it('(d) strings that collide under djb2 of `${length}:${content}` are never merged', () => {
     // djb2 multiplies by 33: the 2-unit blocks 'Aa' (65, 97) and 'B@' (66, 64) hash alike
     // (65 * 33 + 97 = 66 * 33 + 64), so any sequence of them collides with any other of equal length.

@@ -33,6 +33,32 @@ pub trait Utf16Source {
         prefix.len() <= self.len_of(index)
             && self.with_prefix(index, prefix.len(), |units| units == prefix)
     }
+
+    /// Calls `f` with a fingerprint of content `index`: bytes that are equal whenever the
+    /// contents are equal. It may be lossy (unequal contents may share a fingerprint), which lets
+    /// a source that copies contents out of JavaScript read one byte per unit; whoever relies on
+    /// it confirms a match with [`Utf16Source::same_units`]. The default is lossless: the units'
+    /// bytes in native order.
+    fn with_fingerprint<R>(&self, index: usize, f: impl FnOnce(&[u8]) -> R) -> R {
+        self.with_units(index, |units| f(units_as_bytes(units)))
+    }
+
+    /// Whether contents `a` and `b` have the same code units.
+    fn same_units(&self, a: usize, b: usize) -> bool {
+        if self.len_of(a) != self.len_of(b) {
+            return false;
+        }
+        // `with_units` may reuse one buffer, so one side is copied first.
+        let first = self.with_units(a, <[u16]>::to_vec);
+        self.with_units(b, |units| *units == *first)
+    }
+}
+
+/// The bytes of `units` in native byte order.
+pub fn units_as_bytes(units: &[u16]) -> &[u8] {
+    // SAFETY: any initialized u16 memory is valid as twice as many bytes, u8's alignment is 1,
+    // and the slice borrows `units` for its whole lifetime.
+    unsafe { std::slice::from_raw_parts(units.as_ptr().cast::<u8>(), std::mem::size_of_val(units)) }
 }
 
 /// An owned batch: all contents concatenated, plus the end offset of each.
@@ -115,6 +141,10 @@ impl Utf16Source for Utf16Arena {
     fn with_units<R>(&self, index: usize, f: impl FnOnce(&[u16]) -> R) -> R {
         f(self.get(index))
     }
+
+    fn same_units(&self, a: usize, b: usize) -> bool {
+        self.get(a) == self.get(b)
+    }
 }
 
 /// A view of some items of another source, in the order given by `indices`.
@@ -142,5 +172,13 @@ impl<S: Utf16Source> Utf16Source for Subset<'_, S> {
 
     fn starts_with(&self, index: usize, prefix: &[u16]) -> bool {
         self.inner.starts_with(self.indices[index], prefix)
+    }
+
+    fn with_fingerprint<R>(&self, index: usize, f: impl FnOnce(&[u8]) -> R) -> R {
+        self.inner.with_fingerprint(self.indices[index], f)
+    }
+
+    fn same_units(&self, a: usize, b: usize) -> bool {
+        self.inner.same_units(self.indices[a], self.indices[b])
     }
 }

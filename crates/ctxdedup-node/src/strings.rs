@@ -19,6 +19,8 @@ pub struct JsStrings {
     /// anyway: for large batches, touching each string again later is a cache miss per string.
     prefixes: Vec<u16>,
     buffer: RefCell<Vec<u16>>,
+    /// Room for one string's fingerprint (see [`Utf16Source::with_fingerprint`]).
+    latin1: RefCell<Vec<u8>>,
 }
 
 impl JsStrings {
@@ -103,6 +105,55 @@ impl Utf16Source for JsStrings {
         }
         let buffer = self.read(index, len);
         f(&buffer)
+    }
+
+    /// The string as Latin-1: a plain copy of a one-byte string (V8's usual representation),
+    /// half the bytes of its UTF-16 units. A two-byte string loses its high bytes, which the
+    /// fingerprint contract allows: equal strings still give equal bytes.
+    fn with_fingerprint<R>(&self, index: usize, f: impl FnOnce(&[u8]) -> R) -> R {
+        let len = self.lengths[index];
+        let mut buffer = self.latin1.borrow_mut();
+        buffer.clear();
+        buffer.reserve(len + 1);
+        let mut copied = 0usize;
+        // SAFETY: `values[index]` is a string handle of the current call scope; the buffer has
+        // capacity for `len` bytes plus the terminator napi writes, and napi reports how many
+        // bytes it initialized.
+        let status = unsafe {
+            sys::napi_get_value_string_latin1(
+                self.env,
+                self.values[index],
+                buffer.as_mut_ptr().cast(),
+                len + 1,
+                &mut copied,
+            )
+        };
+        assert_eq!(
+            status,
+            sys::Status::napi_ok,
+            "reading string {index} failed"
+        );
+        // SAFETY: napi initialized `copied` (<= len) bytes.
+        unsafe { buffer.set_len(copied.min(len)) };
+        f(&buffer)
+    }
+
+    /// JavaScript's `===`, which compares the code units in place: no copy on either side.
+    fn same_units(&self, a: usize, b: usize) -> bool {
+        if self.lengths[a] != self.lengths[b] {
+            return false;
+        }
+        let mut equal = false;
+        // SAFETY: both are string handles of the current call scope.
+        let status = unsafe {
+            sys::napi_strict_equals(self.env, self.values[a], self.values[b], &mut equal)
+        };
+        assert_eq!(
+            status,
+            sys::Status::napi_ok,
+            "comparing strings {a} and {b} failed"
+        );
+        equal
     }
 }
 
@@ -190,6 +241,7 @@ impl FromNapiValue for JsStrings {
             lengths,
             prefixes,
             buffer: RefCell::new(Vec::new()),
+            latin1: RefCell::new(Vec::new()),
         })
     }
 }
