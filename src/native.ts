@@ -77,12 +77,14 @@ export interface NativeBinding {
   scoredSurvivors(contents: string[], scores: Float64Array): Uint32Array;
   analyzeMessages(
     contents: string[],
+    lengths: Uint32Array,
     blocked: Uint8Array,
     fuzzyExcluded: Uint8Array,
     options: NativeAnalyzeOptions,
   ): NativeAnalysis;
   analyzeMessagesAsync(
     contents: string[],
+    lengths: Uint32Array,
     blocked: Uint8Array,
     fuzzyExcluded: Uint8Array,
     options: NativeAnalyzeOptions,

@@ -159,6 +159,35 @@ describe('groupExact', () => {
   });
 });
 
+describe('lengths measured in JavaScript', () => {
+  const exact = { minChars: 1, skipPrefixes: [], keepEarliest: false, recencyStart: 0, exact: true };
+  const fuzzy = { ...exact, fuzzyThreshold: 0.5 };
+  const prefixed = { ...exact, skipPrefixes: [Uint16Array.of(0x5b)] };
+  const contents = ['x'.repeat(300), 'x'.repeat(300), 'y'.repeat(40), 'y'.repeat(40)];
+  const none = new Uint8Array(0);
+  const run = (lengths: number[], options = exact) =>
+    native.analyzeMessages(contents, Uint32Array.from(lengths), new Uint8Array(4), none, options);
+
+  it('are checked whenever a string is read whole or up to its end', () => {
+    expect(Array.from(run([300, 300, 40, 40]).exactIndex)).toEqual([0, 2]);
+    // A prefix read reaches the end of a 40-unit string; the fuzzy pass reads strings whole.
+    for (const [lengths, options] of [
+      [[300, 300, 41, 41], prefixed],
+      [[300, 300, 39, 39], prefixed],
+      [[301, 301, 40, 40], fuzzy],
+      [[299, 299, 40, 40], fuzzy],
+    ] as const) {
+      const error = thrown(() => run([...lengths], options));
+      expect(error.message).toContain('does not have the length it was given');
+    }
+  });
+
+  it('must be one per content', () => {
+    const error = thrown(() => run([300, 300, 40]));
+    expect(error.message).toContain('one length per content');
+  });
+});
+
 describe('Rust panics', () => {
   it('surface as a JS Error and the process survives', () => {
     const error = thrown(() => native.panicForTest());

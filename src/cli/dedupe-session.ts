@@ -136,7 +136,7 @@ export function nativeEngine(settings: DedupeSettings): DedupeEngine {
   const preserve = new Set<unknown>(settings.preserve);
   const skipPrefixes = utf16(SUMMARY_PREFIXES);
   return async (messages) => {
-    const { contents, blocked } = analysisInput(messages, preserve);
+    const { contents, lengths, units, blocked } = analysisInput(messages, preserve);
     const recencyStart = recencyStartOf(messages.length, settings.recencyWindow);
     const options = {
       minChars: settings.minChars,
@@ -146,12 +146,10 @@ export function nativeEngine(settings: DedupeSettings): DedupeEngine {
       exact: true,
       fuzzyThreshold: settings.fuzzy ? settings.threshold : undefined,
     };
-    let units = 0;
-    for (const c of contents) units += c.length;
     const analysis =
       units <= ASYNC_MIN_UNITS
-        ? native.analyzeMessages(contents, blocked, new Uint8Array(0), options)
-        : await native.analyzeMessagesAsync(contents, blocked, new Uint8Array(0), options);
+        ? native.analyzeMessages(contents, lengths, blocked, new Uint8Array(0), options)
+        : await native.analyzeMessagesAsync(contents, lengths, blocked, new Uint8Array(0), options);
     const { exact, fuzzy } = annotations(analysis);
     const out: EngineResult = { decisions: [], exact: 0, near: 0, keptInWindow: 0 };
     const decide = (a: Annotation, kind: 'exact' | 'fuzzy'): void => {

@@ -123,7 +123,7 @@ function run(
     if (Number.isInteger(key) && key >= 0 && key < messages.length) excluded[key] = 1;
   }
   return annotations(
-    native.analyzeMessages(input.contents, input.blocked, excluded, {
+    native.analyzeMessages(input.contents, input.lengths, input.blocked, excluded, {
       minChars: CCE_MIN_CHARS,
       skipPrefixes: utf16(SUMMARY_PREFIXES),
       keepEarliest: false,

@@ -19,6 +19,11 @@ export interface Annotation {
 /** Contents and shape-based exclusions of a message batch, ready for one native call. @internal */
 export interface AnalysisInput {
   contents: string[];
+  /** `contents[i].length`: measured here, where it is almost free, so the native side reads only
+   * the strings it needs. */
+  lengths: Uint32Array;
+  /** Sum of `lengths`. */
+  units: number;
   blocked: Uint8Array;
 }
 
@@ -46,15 +51,23 @@ export function hasToolCalls(message: MessageShape): boolean {
 export function analysisInput(messages: readonly MessageShape[], preserve: ReadonlySet<unknown>): AnalysisInput {
   const n = messages.length;
   const contents = new Array<string>(n);
+  const lengths = new Uint32Array(n);
   const blocked = new Uint8Array(n);
+  let units = 0;
   for (let i = 0; i < n; i++) {
     const message = (messages[i] ?? {}) as MessageShape;
     const content = message.content;
-    const isString = typeof content === 'string';
-    contents[i] = isString ? content : '';
-    if (!isString || isPreservedRole(message, preserve) || hasToolCalls(message)) blocked[i] = 1;
+    if (typeof content === 'string') {
+      contents[i] = content;
+      lengths[i] = content.length;
+      units += content.length;
+      if (isPreservedRole(message, preserve) || hasToolCalls(message)) blocked[i] = 1;
+    } else {
+      contents[i] = '';
+      blocked[i] = 1;
+    }
   }
-  return { contents, blocked };
+  return { contents, lengths, units, blocked };
 }
 
 /** Splits the native columns into annotation lists, exact first. @internal */

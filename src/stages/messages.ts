@@ -284,7 +284,8 @@ function apply<M extends Message>(p: Plan, result: NativeAnalysis): DedupeMessag
  */
 export function dedupeMessages<M extends Message>(messages: readonly M[], options?: DedupeMessagesOptions): DedupeMessagesResult<M> {
   const p = plan(messages, options);
-  return apply<M>(p, native.analyzeMessages(p.input.contents, p.input.blocked, new Uint8Array(0), p.native));
+  const { contents, lengths, blocked } = p.input;
+  return apply<M>(p, native.analyzeMessages(contents, lengths, blocked, new Uint8Array(0), p.native));
 }
 
 /**
@@ -304,13 +305,11 @@ export async function dedupeMessagesAsync<M extends Message>(
   options?: DedupeMessagesOptions,
 ): Promise<DedupeMessagesResult<M>> {
   const p = plan(messages, options);
-  let units = 0;
-  for (const content of p.input.contents) units += content.length;
-  const { contents, blocked } = p.input;
+  const { contents, lengths, units, blocked } = p.input;
   const result =
     units <= ASYNC_MIN_UNITS
-      ? native.analyzeMessages(contents, blocked, new Uint8Array(0), p.native)
-      : await native.analyzeMessagesAsync(contents, blocked, new Uint8Array(0), p.native);
+      ? native.analyzeMessages(contents, lengths, blocked, new Uint8Array(0), p.native)
+      : await native.analyzeMessagesAsync(contents, lengths, blocked, new Uint8Array(0), p.native);
   return apply<M>(p, result);
 }
 

@@ -14,7 +14,7 @@ use ctxdedup_core::messages::{analyze, AnalyzeOptions, Annotation, Eligibility, 
 use ctxdedup_core::{exact, scored, sha, Utf16Arena, Utf16Source};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
-use strings::JsStrings;
+use strings::{JsStrings, StringHandles};
 
 /// Lowercase hex SHA-256 of raw bytes.
 #[napi(catch_unwind)]
@@ -133,23 +133,26 @@ fn to_js(result: AnalysisVecs) -> NativeAnalysis {
     }
 }
 
-/// Exact and/or fuzzy message analysis, synchronously on the calling thread.
+/// Exact and/or fuzzy message analysis, synchronously on the calling thread. `lengths` holds
+/// each content's `length` (UTF-16 units), measured in JavaScript.
 #[napi(
     catch_unwind,
-    ts_args_type = "contents: string[], blocked: Uint8Array, fuzzyExcluded: Uint8Array, options: NativeAnalyzeOptions"
+    ts_args_type = "contents: string[], lengths: Uint32Array, blocked: Uint8Array, fuzzyExcluded: Uint8Array, options: NativeAnalyzeOptions"
 )]
 pub fn analyze_messages(
-    contents: JsStrings,
+    contents: StringHandles,
+    lengths: &[u32],
     blocked: &[u8],
     fuzzy_excluded: &[u8],
     options: NativeAnalyzeOptions,
-) -> NativeAnalysis {
-    to_js(run_analysis(
+) -> Result<NativeAnalysis> {
+    let contents = contents.with_lengths(lengths)?;
+    Ok(to_js(run_analysis(
         &contents,
         &flags(blocked),
         &flags(fuzzy_excluded),
         &core_options(&options),
-    ))
+    )))
 }
 
 /// The analysis of [`analyze_messages`] on a libuv worker thread.
@@ -185,21 +188,22 @@ impl Task for AnalyzeTask {
 /// Like [`analyze_messages`], but copies the contents and runs the analysis off the JS thread.
 #[napi(
     catch_unwind,
-    ts_args_type = "contents: string[], blocked: Uint8Array, fuzzyExcluded: Uint8Array, options: NativeAnalyzeOptions",
+    ts_args_type = "contents: string[], lengths: Uint32Array, blocked: Uint8Array, fuzzyExcluded: Uint8Array, options: NativeAnalyzeOptions",
     ts_return_type = "Promise<NativeAnalysis>"
 )]
 pub fn analyze_messages_async(
-    contents: JsStrings,
+    contents: StringHandles,
+    lengths: &[u32],
     blocked: &[u8],
     fuzzy_excluded: &[u8],
     options: NativeAnalyzeOptions,
-) -> AsyncTask<AnalyzeTask> {
-    AsyncTask::new(AnalyzeTask {
-        contents: contents.to_arena(),
+) -> Result<AsyncTask<AnalyzeTask>> {
+    Ok(AsyncTask::new(AnalyzeTask {
+        contents: contents.with_lengths(lengths)?.to_arena(),
         blocked: flags(blocked),
         excluded: flags(fuzzy_excluded),
         options: core_options(&options),
-    })
+    }))
 }
 
 /// Deliberately panics; lets the test suite prove a Rust panic reaches JS as an Error.

@@ -4,42 +4,73 @@ use ctxdedup_core::source::PREFIX_UNITS;
 use ctxdedup_core::{Utf16Arena, Utf16Source};
 use napi::bindgen_prelude::*;
 use napi::sys;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ptr;
 
 /// Room per string in [`JsStrings::prefixes`]: the prefix plus napi's terminator.
 const PREFIX_STRIDE: usize = PREFIX_UNITS + 1;
 
 /// The strings of a JS array, valid for the duration of one native call.
+///
+/// Built either by reading every string's length up front ([`FromNapiValue`]), or from lengths
+/// the caller measured in JavaScript ([`StringHandles::with_lengths`]), where `s.length` is
+/// almost free; then a string no algorithm needs is never touched at all. Given lengths are
+/// trusted only as far as no read disproves them: every read that reaches a string's end checks
+/// it, and a mismatch is an error.
 pub struct JsStrings {
     env: sys::napi_env,
     values: Vec<sys::napi_value>,
     lengths: Vec<usize>,
-    /// The first [`PREFIX_UNITS`] units of each string, copied while its header was being read
-    /// anyway: for large batches, touching each string again later is a cache miss per string.
-    prefixes: Vec<u16>,
+    /// The first [`PREFIX_UNITS`] units of each string, read once, on first use (or with the
+    /// length, whose read brings the string's header into cache anyway).
+    prefixes: RefCell<Vec<u16>>,
+    prefix_read: Vec<Cell<bool>>,
     buffer: RefCell<Vec<u16>>,
     /// Room for one string's fingerprint (see [`Utf16Source::with_fingerprint`]).
     latin1: RefCell<Vec<u8>>,
 }
 
 impl JsStrings {
-    /// Reads `len` units (or fewer, if the string is shorter) of string `index` into the buffer.
+    fn new(env: sys::napi_env, values: Vec<sys::napi_value>, lengths: Vec<usize>) -> Self {
+        let n = values.len();
+        Self {
+            env,
+            values,
+            lengths,
+            prefixes: RefCell::new(vec![0u16; n * PREFIX_STRIDE]),
+            prefix_read: (0..n).map(|_| Cell::new(false)).collect(),
+            buffer: RefCell::new(Vec::new()),
+            latin1: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Panics (a JS error, through `catch_unwind`) when a read shows a length other than the one
+    /// the string was measured or said to have.
+    fn check_length(&self, index: usize, read: usize, expected: usize) {
+        assert_eq!(
+            read, expected,
+            "string {index} does not have the length it was given"
+        );
+    }
+
+    /// Reads the first `len` units of string `index` into the buffer; `len` is at most the
+    /// string's length. The room is one unit larger than needed, so that a string longer than
+    /// its given length shows when it is read whole.
     fn read(&self, index: usize, len: usize) -> std::cell::RefMut<'_, Vec<u16>> {
         let mut buffer = self.buffer.borrow_mut();
         buffer.clear();
         // No zero-fill: V8 writes the units straight into the spare capacity.
-        buffer.reserve(len + 1);
+        buffer.reserve(len + 2);
         let mut copied = 0usize;
         // SAFETY: `values[index]` is a string handle of the current call scope; the buffer has
-        // capacity for `len` units plus the terminator napi writes, and napi reports how many
-        // units it initialized.
+        // capacity for `len + 1` units plus the terminator napi writes, and napi reports how
+        // many units it initialized.
         let status = unsafe {
             sys::napi_get_value_string_utf16(
                 self.env,
                 self.values[index],
                 buffer.as_mut_ptr(),
-                len + 1,
+                len + 2,
                 &mut copied,
             )
         };
@@ -48,24 +79,60 @@ impl JsStrings {
             sys::Status::napi_ok,
             "reading string {index} failed"
         );
-        // SAFETY: napi initialized `copied` (<= len) units.
-        unsafe { buffer.set_len(copied.min(len)) };
+        let whole = len == self.lengths[index];
+        self.check_length(index, copied.min(len + usize::from(whole)), len);
+        // SAFETY: napi initialized `copied` (>= len) units.
+        unsafe { buffer.set_len(len) };
         buffer
+    }
+
+    /// Makes sure string `index`'s prefix is in [`JsStrings::prefixes`].
+    fn read_prefix(&self, index: usize) {
+        if self.prefix_read[index].get() {
+            return;
+        }
+        // Prefixes are mostly read in index order (eligibility, then grouping): start loading
+        // the strings a few places ahead.
+        if let Some(&ahead) = self.values.get(index + PREFETCH_DISTANCE) {
+            prefetch_string(ahead);
+        }
+        let expected = self.lengths[index].min(PREFIX_UNITS);
+        let mut prefixes = self.prefixes.borrow_mut();
+        let room = &mut prefixes[index * PREFIX_STRIDE..(index + 1) * PREFIX_STRIDE];
+        let mut copied = 0usize;
+        // SAFETY: `values[index]` is a string handle of the current call scope; `room` holds
+        // PREFIX_STRIDE units, the terminator included.
+        let status = unsafe {
+            sys::napi_get_value_string_utf16(
+                self.env,
+                self.values[index],
+                room.as_mut_ptr(),
+                PREFIX_STRIDE,
+                &mut copied,
+            )
+        };
+        assert_eq!(
+            status,
+            sys::Status::napi_ok,
+            "reading string {index} failed"
+        );
+        self.check_length(index, copied, expected);
+        self.prefix_read[index].set(true);
     }
 
     /// Copies every string into an owned arena (for work off the JS thread), each written by
     /// V8 straight into its place.
     pub fn to_arena(&self) -> Utf16Arena {
         let total: usize = self.lengths.iter().sum();
-        // One spare unit for the terminator napi writes after the last content.
+        // Spare units for the terminator napi writes and the length check after the last content.
         let mut buffer = buffer_pool::take();
-        buffer.reserve(total + 1);
+        buffer.reserve(total + 2);
         let mut arena = Utf16Arena::from_buffer(buffer, self.values.len());
         for (i, &len) in self.lengths.iter().enumerate() {
-            arena.push_with(len + 1, |room| {
+            arena.push_with(len + 2, |room| {
                 let mut copied = 0usize;
                 // SAFETY: `values[i]` is a string handle of the current call scope; `room` holds
-                // `len + 1` units, enough for the string and napi's terminator.
+                // `len + 2` units, enough for the string, one more unit and napi's terminator.
                 let status = unsafe {
                     sys::napi_get_value_string_utf16(
                         self.env,
@@ -76,6 +143,7 @@ impl JsStrings {
                     )
                 };
                 assert_eq!(status, sys::Status::napi_ok, "reading string {i} failed");
+                self.check_length(i, copied, len);
                 copied
             });
         }
@@ -100,8 +168,9 @@ impl Utf16Source for JsStrings {
     fn with_prefix<R>(&self, index: usize, max_units: usize, f: impl FnOnce(&[u16]) -> R) -> R {
         let len = self.lengths[index].min(max_units);
         if len <= PREFIX_UNITS {
+            self.read_prefix(index);
             let start = index * PREFIX_STRIDE;
-            return f(&self.prefixes[start..start + len]);
+            return f(&self.prefixes.borrow()[start..start + len]);
         }
         let buffer = self.read(index, len);
         f(&buffer)
@@ -114,17 +183,17 @@ impl Utf16Source for JsStrings {
         let len = self.lengths[index];
         let mut buffer = self.latin1.borrow_mut();
         buffer.clear();
-        buffer.reserve(len + 1);
+        buffer.reserve(len + 2);
         let mut copied = 0usize;
         // SAFETY: `values[index]` is a string handle of the current call scope; the buffer has
-        // capacity for `len` bytes plus the terminator napi writes, and napi reports how many
-        // bytes it initialized.
+        // capacity for `len + 1` bytes plus the terminator napi writes, and napi reports how
+        // many bytes it initialized.
         let status = unsafe {
             sys::napi_get_value_string_latin1(
                 self.env,
                 self.values[index],
                 buffer.as_mut_ptr().cast(),
-                len + 1,
+                len + 2,
                 &mut copied,
             )
         };
@@ -133,8 +202,9 @@ impl Utf16Source for JsStrings {
             sys::Status::napi_ok,
             "reading string {index} failed"
         );
-        // SAFETY: napi initialized `copied` (<= len) bytes.
-        unsafe { buffer.set_len(copied.min(len)) };
+        self.check_length(index, copied, len);
+        // SAFETY: napi initialized `copied` (== len) bytes.
+        unsafe { buffer.set_len(len) };
         f(&buffer)
     }
 
@@ -198,6 +268,7 @@ pub(crate) unsafe fn array_elements(
 }
 
 impl FromNapiValue for JsStrings {
+    /// Reads every string's length, with its prefix: one read per string, prefetched ahead.
     unsafe fn from_napi_value(env: sys::napi_env, array: sys::napi_value) -> Result<Self> {
         let values = array_elements(env, array, "an array of strings")?;
         let len = values.len();
@@ -235,16 +306,52 @@ impl FromNapiValue for JsStrings {
             }
             lengths.push(units);
         }
-        Ok(Self {
-            env,
-            values,
-            lengths,
-            prefixes,
-            buffer: RefCell::new(Vec::new()),
-            latin1: RefCell::new(Vec::new()),
-        })
+        let strings = JsStrings::new(env, values, lengths);
+        *strings.prefixes.borrow_mut() = prefixes;
+        strings.prefix_read.iter().for_each(|read| read.set(true));
+        Ok(strings)
     }
 }
+
+/// The elements of a JS array of strings, not read yet.
+pub struct StringHandles {
+    env: sys::napi_env,
+    values: Vec<sys::napi_value>,
+}
+
+impl StringHandles {
+    /// The strings, with the lengths (UTF-16 code units) JavaScript measured: one per string.
+    /// Strings are read only when an algorithm needs them (see [`JsStrings`] for the checks).
+    pub fn with_lengths(self, lengths: &[u32]) -> Result<JsStrings> {
+        if lengths.len() != self.values.len() {
+            return Err(Error::new(
+                Status::InvalidArg,
+                "one length per content is required",
+            ));
+        }
+        let lengths = lengths.iter().map(|&l| l as usize).collect();
+        Ok(JsStrings::new(self.env, self.values, lengths))
+    }
+}
+
+impl FromNapiValue for StringHandles {
+    unsafe fn from_napi_value(env: sys::napi_env, array: sys::napi_value) -> Result<Self> {
+        let values = array_elements(env, array, "an array of strings")?;
+        Ok(Self { env, values })
+    }
+}
+
+impl TypeName for StringHandles {
+    fn type_name() -> &'static str {
+        "string[]"
+    }
+
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}
+
+impl ValidateNapiValue for StringHandles {}
 
 /// How many strings ahead [`prefetch_string`] runs: enough to overlap the memory latency of
 /// several strings with the copying of the current one.
