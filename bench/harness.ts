@@ -3,6 +3,8 @@
  * returns precise per-case timings, cold (fresh-input) timing, and number formatting.
  * @module
  */
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import b from 'benny';
 import { peakRssMb } from '../src/cli/report.js';
 
@@ -87,15 +89,27 @@ export function get(results: Map<string, Measured>, name: string): Measured {
   return m;
 }
 
+/** V8's full collection (`global.gc`), without having to start node with `--expose-gc`. */
+const collectGarbage = ((): (() => void) => {
+  setFlagsFromString('--expose-gc');
+  return runInNewContext('gc') as () => void;
+})();
+
 /**
  * Median wall time (ms) of `fn` over `runs` calls, each on an input built fresh by `make`
  * (not timed). This is the "first touch" cost a server pays for a freshly parsed request: no
  * V8 string hash is cached yet, and no string has been flattened or compared before.
+ *
+ * Building a large input leaves garbage-collection work behind (hundreds of MB of parsed
+ * strings), which would otherwise land in whichever timed call happens to trigger it; a full
+ * collection before each timed call keeps that debt out of both sides' figures. Each side still
+ * pays for the collections its own allocations cause.
  */
 export function coldMs<T>(make: () => T, fn: (input: T) => unknown, runs: number): number {
   const times: number[] = [];
   for (let r = 0; r < runs; r++) {
     const input = make();
+    collectGarbage();
     const start = performance.now();
     fn(input);
     times.push(performance.now() - start);

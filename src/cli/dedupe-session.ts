@@ -136,7 +136,7 @@ export function nativeEngine(settings: DedupeSettings): DedupeEngine {
   const preserve = new Set<unknown>(settings.preserve);
   const skipPrefixes = utf16(SUMMARY_PREFIXES);
   return async (messages) => {
-    const { contents, lengths, units, blocked } = analysisInput(messages, preserve);
+    const { contents, lengths, units, blocked } = analysisInput(messages, preserve, settings.minChars);
     const recencyStart = recencyStartOf(messages.length, settings.recencyWindow);
     const options = {
       minChars: settings.minChars,

@@ -117,7 +117,7 @@ function run(
   preserveRoles: unknown,
   passes: { exact: boolean; fuzzyThreshold?: number; excluded?: ReadonlyMap<number, unknown> },
 ): { exact: Annotation[]; fuzzy: Annotation[] } {
-  const input = analysisInput(messages, toRoleSet(preserveRoles));
+  const input = analysisInput(messages, toRoleSet(preserveRoles), CCE_MIN_CHARS);
   const excluded = new Uint8Array(messages.length);
   for (const key of passes.excluded?.keys() ?? []) {
     if (Number.isInteger(key) && key >= 0 && key < messages.length) excluded[key] = 1;

@@ -45,10 +45,12 @@ export function hasToolCalls(message: MessageShape): boolean {
 }
 
 /**
- * Collects contents (non-string content counts as `''`) and the messages excluded by shape:
- * preserved role, tool calls, or non-string content. @internal
+ * Collects contents (non-string content counts as `''`), their lengths, and the messages that
+ * can never be deduplicated: shorter than `minChars`, preserved role, tool calls, or non-string
+ * content. The shape of a message is only looked at when its content is long enough: in a large
+ * batch every object read is a cache miss, and most tool-calling messages are short. @internal
  */
-export function analysisInput(messages: readonly MessageShape[], preserve: ReadonlySet<unknown>): AnalysisInput {
+export function analysisInput(messages: readonly MessageShape[], preserve: ReadonlySet<unknown>, minChars: number): AnalysisInput {
   const n = messages.length;
   const contents = new Array<string>(n);
   const lengths = new Uint32Array(n);
@@ -58,10 +60,11 @@ export function analysisInput(messages: readonly MessageShape[], preserve: Reado
     const message = (messages[i] ?? {}) as MessageShape;
     const content = message.content;
     if (typeof content === 'string') {
+      const length = content.length;
       contents[i] = content;
-      lengths[i] = content.length;
-      units += content.length;
-      if (isPreservedRole(message, preserve) || hasToolCalls(message)) blocked[i] = 1;
+      lengths[i] = length;
+      units += length;
+      if (length < minChars || isPreservedRole(message, preserve) || hasToolCalls(message)) blocked[i] = 1;
     } else {
       contents[i] = '';
       blocked[i] = 1;

@@ -199,7 +199,7 @@ function plan(messages: unknown, options: DedupeMessagesOptions | undefined): Pl
   const recencyStart = recencyStartOf(list.length, recencyWindow);
   return {
     messages: list,
-    input: analysisInput(list, new Set(optionalStrings(o['preserve'], 'options.preserve', ['system']))),
+    input: analysisInput(list, new Set(optionalStrings(o['preserve'], 'options.preserve', ['system'])), minChars),
     native: {
       minChars,
       skipPrefixes: utf16(optionalStrings(o['skipPrefixes'], 'options.skipPrefixes', SUMMARY_PREFIXES)),

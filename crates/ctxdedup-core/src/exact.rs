@@ -11,7 +11,7 @@
 //! With sources that copy contents out of JavaScript, most contents are thus never copied in
 //! full: duplicates are compared where they lie.
 
-use crate::source::{units_as_bytes, Utf16Source, PREFIX_UNITS};
+use crate::source::{units_as_bytes, Utf16Source, PREFETCH_DISTANCE, PREFIX_UNITS};
 use ahash::{AHashMap, RandomState};
 
 /// Keeps the members of `candidates` whose key is shared with another candidate, with their keys.
@@ -49,13 +49,23 @@ enum Bucket {
     Hashed,
 }
 
+/// How many candidates ahead the comparison stage asks the source to prefetch.
+const COMPARE_PREFETCH_DISTANCE: usize = 4;
+
 /// [`group_exact`] with a given hash (tests pass a constant one to make every content collide).
 fn group_exact_with<S: Utf16Source>(src: &S, hash: impl Fn(&[u8]) -> u64) -> Vec<u32> {
     let n = src.count();
     let mut rep: Vec<u32> = (0..n as u32).collect();
 
     let candidates = shared_keys(0..n, |i| src.len_of(i));
-    let candidates = shared_keys(candidates.into_iter().map(|(i, _)| i), |i| {
+    let same_length: Vec<usize> = candidates.into_iter().map(|(i, _)| i).collect();
+    let mut position = 0;
+    let candidates = shared_keys(same_length.iter().copied(), |i| {
+        // Keys are computed in order: start loading a prefix a few contents ahead.
+        if let Some(&ahead) = same_length.get(position + PREFETCH_DISTANCE) {
+            src.prefetch(ahead);
+        }
+        position += 1;
         let len = src.len_of(i);
         if len <= PREFIX_UNITS {
             // The prefix is the whole content: the full-content stage decides.
@@ -73,7 +83,14 @@ fn group_exact_with<S: Utf16Source>(src: &S, hash: impl Fn(&[u8]) -> u64) -> Vec
     // hashing full fingerprints, each content's once.
     let mut buckets: AHashMap<(usize, u64), Bucket> = AHashMap::with_capacity(candidates.len());
     let mut hashed = HashedGroups::new(n);
-    for (i, prefix_key) in candidates {
+    for (k, &(i, prefix_key)) in candidates.iter().enumerate() {
+        // Start loading a candidate a few places ahead, and the content it will be compared with.
+        if let Some(&(ahead, ahead_key)) = candidates.get(k + COMPARE_PREFETCH_DISTANCE) {
+            src.prefetch(ahead);
+            if let Some(Bucket::One(first)) = buckets.get(&ahead_key) {
+                src.prefetch(*first as usize);
+            }
+        }
         match buckets.get_mut(&prefix_key) {
             None => {
                 buckets.insert(prefix_key, Bucket::One(i as u32));

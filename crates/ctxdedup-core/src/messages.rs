@@ -4,7 +4,7 @@
 
 use crate::exact::group_exact;
 use crate::fuzzy::fuzzy_groups;
-use crate::source::{Subset, Utf16Source};
+use crate::source::{Subset, Utf16Source, PREFETCH_DISTANCE};
 
 /// Which copy of a duplicate group stays in full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,10 +56,24 @@ impl Eligibility {
     /// Indices of eligible messages, ascending. `blocked[i]` marks messages excluded by their
     /// shape (preserved role, tool calls, non-string content), which only the caller can see.
     pub fn eligible<S: Utf16Source>(&self, src: &S, blocked: &[bool]) -> Vec<usize> {
-        (0..src.count())
+        let sized: Vec<usize> = (0..src.count())
             .filter(|&i| !blocked.get(i).copied().unwrap_or(false))
             .filter(|&i| src.len_of(i) >= self.min_chars)
-            .filter(|&i| !self.skip_prefixes.iter().any(|p| src.starts_with(i, p)))
+            .collect();
+        if self.skip_prefixes.is_empty() {
+            return sized;
+        }
+        // Reading each prefix is a cache miss in a large batch: ask for a few ahead.
+        sized
+            .iter()
+            .enumerate()
+            .filter(|&(k, &i)| {
+                if let Some(&ahead) = sized.get(k + PREFETCH_DISTANCE) {
+                    src.prefetch(ahead);
+                }
+                !self.skip_prefixes.iter().any(|p| src.starts_with(i, p))
+            })
+            .map(|(_, &i)| i)
             .collect()
     }
 }

@@ -8,6 +8,11 @@
 /// out of JavaScript keep this many leading units of each content at hand.
 pub const PREFIX_UNITS: usize = 64;
 
+/// How many contents ahead a pass that reads prefixes in order asks for
+/// [`Utf16Source::prefetch`]: enough to overlap the memory latency of several contents with the
+/// reading of the current one.
+pub const PREFETCH_DISTANCE: usize = 8;
+
 /// A batch of contents, each a sequence of UTF-16 code units.
 pub trait Utf16Source {
     /// Number of contents in the batch.
@@ -41,6 +46,12 @@ pub trait Utf16Source {
     /// bytes in native order.
     fn with_fingerprint<R>(&self, index: usize, f: impl FnOnce(&[u8]) -> R) -> R {
         self.with_units(index, |units| f(units_as_bytes(units)))
+    }
+
+    /// A hint that content `index` will be read soon (sources whose contents are scattered in
+    /// memory start loading it). Never affects results; the default does nothing.
+    fn prefetch(&self, index: usize) {
+        let _ = index;
     }
 
     /// Whether contents `a` and `b` have the same code units.
@@ -176,6 +187,10 @@ impl<S: Utf16Source> Utf16Source for Subset<'_, S> {
 
     fn with_fingerprint<R>(&self, index: usize, f: impl FnOnce(&[u8]) -> R) -> R {
         self.inner.with_fingerprint(self.indices[index], f)
+    }
+
+    fn prefetch(&self, index: usize) {
+        self.inner.prefetch(self.indices[index]);
     }
 
     fn same_units(&self, a: usize, b: usize) -> bool {

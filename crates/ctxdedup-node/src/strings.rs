@@ -7,8 +7,41 @@ use napi::sys;
 use std::cell::{Cell, RefCell};
 use std::ptr;
 
-/// Room per string in [`JsStrings::prefixes`]: the prefix plus napi's terminator.
+/// Room a prefix read needs: the prefix plus napi's terminator.
 const PREFIX_STRIDE: usize = PREFIX_UNITS + 1;
+
+/// Marks a prefix not read yet in [`JsStrings::prefix_at`].
+const UNREAD: usize = usize::MAX;
+
+/// Appends up to [`PREFIX_UNITS`] leading units of string `value` to `prefixes` and returns how
+/// many it appended, or `None` if `value` is not a string.
+///
+/// # Safety
+/// `env` and `value` must be the current call's environment and a value of it.
+unsafe fn append_prefix(
+    env: sys::napi_env,
+    value: sys::napi_value,
+    prefixes: &mut Vec<u16>,
+) -> Option<usize> {
+    let start = prefixes.len();
+    prefixes.reserve(PREFIX_STRIDE);
+    let mut copied = 0usize;
+    // The room is spare capacity: napi writes the units and a terminator, which the next prefix
+    // overwrites.
+    let status = sys::napi_get_value_string_utf16(
+        env,
+        value,
+        prefixes.as_mut_ptr().add(start),
+        PREFIX_STRIDE,
+        &mut copied,
+    );
+    if status != sys::Status::napi_ok {
+        return None;
+    }
+    // napi initialized `copied` (<= PREFIX_UNITS) units.
+    prefixes.set_len(start + copied);
+    Some(copied)
+}
 
 /// The strings of a JS array, valid for the duration of one native call.
 ///
@@ -21,10 +54,12 @@ pub struct JsStrings {
     env: sys::napi_env,
     values: Vec<sys::napi_value>,
     lengths: Vec<usize>,
-    /// The first [`PREFIX_UNITS`] units of each string, read once, on first use (or with the
-    /// length, whose read brings the string's header into cache anyway).
+    /// The first [`PREFIX_UNITS`] units of each string read so far, one after another, each
+    /// read once, on first use (or with the length, whose read brings the string's header into
+    /// cache anyway). Packed in reading order, so no memory is touched for unread strings.
     prefixes: RefCell<Vec<u16>>,
-    prefix_read: Vec<Cell<bool>>,
+    /// Where each string's prefix starts in `prefixes`, or [`UNREAD`].
+    prefix_at: Vec<Cell<usize>>,
     buffer: RefCell<Vec<u16>>,
     /// Room for one string's fingerprint (see [`Utf16Source::with_fingerprint`]).
     latin1: RefCell<Vec<u8>>,
@@ -37,8 +72,8 @@ impl JsStrings {
             env,
             values,
             lengths,
-            prefixes: RefCell::new(vec![0u16; n * PREFIX_STRIDE]),
-            prefix_read: (0..n).map(|_| Cell::new(false)).collect(),
+            prefixes: RefCell::new(Vec::new()),
+            prefix_at: (0..n).map(|_| Cell::new(UNREAD)).collect(),
             buffer: RefCell::new(Vec::new()),
             latin1: RefCell::new(Vec::new()),
         }
@@ -86,38 +121,25 @@ impl JsStrings {
         buffer
     }
 
-    /// Makes sure string `index`'s prefix is in [`JsStrings::prefixes`].
-    fn read_prefix(&self, index: usize) {
-        if self.prefix_read[index].get() {
-            return;
+    /// Where string `index`'s prefix starts in [`JsStrings::prefixes`], reading it first if
+    /// needed.
+    fn prefix_start(&self, index: usize) -> usize {
+        let at = self.prefix_at[index].get();
+        if at != UNREAD {
+            return at;
         }
-        // Prefixes are mostly read in index order (eligibility, then grouping): start loading
-        // the strings a few places ahead.
-        if let Some(&ahead) = self.values.get(index + PREFETCH_DISTANCE) {
-            prefetch_string(ahead);
-        }
-        let expected = self.lengths[index].min(PREFIX_UNITS);
         let mut prefixes = self.prefixes.borrow_mut();
-        let room = &mut prefixes[index * PREFIX_STRIDE..(index + 1) * PREFIX_STRIDE];
-        let mut copied = 0usize;
-        // SAFETY: `values[index]` is a string handle of the current call scope; `room` holds
-        // PREFIX_STRIDE units, the terminator included.
-        let status = unsafe {
-            sys::napi_get_value_string_utf16(
-                self.env,
-                self.values[index],
-                room.as_mut_ptr(),
-                PREFIX_STRIDE,
-                &mut copied,
-            )
-        };
-        assert_eq!(
-            status,
-            sys::Status::napi_ok,
-            "reading string {index} failed"
-        );
-        self.check_length(index, copied, expected);
-        self.prefix_read[index].set(true);
+        if prefixes.capacity() == 0 {
+            // Room for every prefix up front: pages are only touched as prefixes are written.
+            prefixes.reserve(self.values.len() * PREFIX_UNITS + 1);
+        }
+        let start = prefixes.len();
+        // SAFETY: `values[index]` is a value of the current call scope.
+        let copied = unsafe { append_prefix(self.env, self.values[index], &mut prefixes) };
+        let copied = copied.unwrap_or_else(|| panic!("reading string {index} failed"));
+        self.check_length(index, copied, self.lengths[index].min(PREFIX_UNITS));
+        self.prefix_at[index].set(start);
+        start
     }
 
     /// Copies every string into an owned arena (for work off the JS thread), each written by
@@ -168,8 +190,7 @@ impl Utf16Source for JsStrings {
     fn with_prefix<R>(&self, index: usize, max_units: usize, f: impl FnOnce(&[u16]) -> R) -> R {
         let len = self.lengths[index].min(max_units);
         if len <= PREFIX_UNITS {
-            self.read_prefix(index);
-            let start = index * PREFIX_STRIDE;
+            let start = self.prefix_start(index);
             return f(&self.prefixes.borrow()[start..start + len]);
         }
         let buffer = self.read(index, len);
@@ -206,6 +227,10 @@ impl Utf16Source for JsStrings {
         // SAFETY: napi initialized `copied` (== len) bytes.
         unsafe { buffer.set_len(len) };
         f(&buffer)
+    }
+
+    fn prefetch(&self, index: usize) {
+        prefetch_string_lines(self.values[index], 4);
     }
 
     /// JavaScript's `===`, which compares the code units in place: no copy on either side.
@@ -273,26 +298,17 @@ impl FromNapiValue for JsStrings {
         let values = array_elements(env, array, "an array of strings")?;
         let len = values.len();
         let mut lengths = Vec::with_capacity(len);
-        let mut prefixes = vec![0u16; len * PREFIX_STRIDE];
-        for (i, room) in prefixes.chunks_exact_mut(PREFIX_STRIDE).enumerate() {
+        let mut prefixes = Vec::with_capacity(len * PREFIX_UNITS + 1);
+        for (i, &value) in values.iter().enumerate() {
             if let Some(&ahead) = values.get(i + PREFETCH_DISTANCE) {
                 prefetch_string(ahead);
             }
-            let value = values[i];
-            let mut copied = 0usize;
-            let status = sys::napi_get_value_string_utf16(
-                env,
-                value,
-                room.as_mut_ptr(),
-                PREFIX_STRIDE,
-                &mut copied,
-            );
-            if status != sys::Status::napi_ok {
+            let Some(copied) = append_prefix(env, value, &mut prefixes) else {
                 return Err(Error::new(
                     Status::StringExpected,
                     format!("contents[{i}] is not a string"),
                 ));
-            }
+            };
             let mut units = copied;
             if copied == PREFIX_UNITS {
                 // Possibly longer: ask for the length (the string's header is in cache now).
@@ -307,8 +323,12 @@ impl FromNapiValue for JsStrings {
             lengths.push(units);
         }
         let strings = JsStrings::new(env, values, lengths);
+        let mut start = 0;
+        for (at, &units) in strings.prefix_at.iter().zip(&strings.lengths) {
+            at.set(start);
+            start += units.min(PREFIX_UNITS);
+        }
         *strings.prefixes.borrow_mut() = prefixes;
-        strings.prefix_read.iter().for_each(|read| read.set(true));
         Ok(strings)
     }
 }
@@ -366,6 +386,13 @@ const PREFETCH_DISTANCE: usize = 8;
 /// address is harmless, so a different representation only makes the hint useless.
 #[inline]
 fn prefetch_string(value: sys::napi_value) {
+    prefetch_string_lines(value, 2);
+}
+
+/// [`prefetch_string`] for the first `lines` cache lines of the string (a whole comparison
+/// reads on, and the hardware picks up a sequential stream only after a few misses).
+#[inline]
+fn prefetch_string_lines(value: sys::napi_value, lines: usize) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: `value` points to a live handle slot of the current scope (reading it is valid);
     // prefetch instructions never fault, whatever the address.
@@ -373,11 +400,12 @@ fn prefetch_string(value: sys::napi_value) {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
         let tagged = *(value as *const usize);
         let object = (tagged & !1) as *const i8;
-        _mm_prefetch(object, _MM_HINT_T0);
-        _mm_prefetch(object.wrapping_add(64), _MM_HINT_T0);
+        for line in 0..lines {
+            _mm_prefetch(object.wrapping_add(64 * line), _MM_HINT_T0);
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
+    let _ = (value, lines);
 }
 
 /// Reuses the large unit buffers of asynchronous calls. A fresh multi-megabyte allocation is
