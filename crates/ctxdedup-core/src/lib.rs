@@ -15,6 +15,8 @@ pub mod near_window;
 pub mod resources;
 pub mod scored;
 pub mod sha;
+#[cfg(target_arch = "x86_64")]
+mod sha_ni;
 pub mod source;
 pub mod union_find;
 pub mod vectors;

@@ -3,8 +3,11 @@
 //! A resource block is identified by its URI and the SHA-256 of its content's bytes (the UTF-8
 //! bytes of a well-formed string, or the bytes the caller passed). Blocks of at most `min_bytes`
 //! bytes are never deduplicated, so they are measured but not hashed. One call handles every
-//! resource block of a tool response, so the JS/native boundary is crossed once per response.
+//! resource block of a tool response, so the JS/native boundary is crossed once per response,
+//! and the blocks of a response are hashed two at a time where the CPU allows
+//! ([`crate::sha::sha256_many`]).
 
+use crate::sha::sha256_many;
 use sha2::{Digest, Sha256};
 
 /// A batch of contents, each a sequence of bytes.
@@ -15,9 +18,10 @@ pub trait ByteSource {
     /// Length of content `index` in bytes.
     fn byte_len(&self, index: usize) -> usize;
 
-    /// Calls `f` with the bytes of content `index`. Implementations may reuse one buffer between
-    /// calls, so `f` must not call back into the same source.
-    fn with_bytes<R>(&self, index: usize, f: impl FnOnce(&[u8]) -> R) -> R;
+    /// Calls `f` with the bytes of the contents `indices`, in that order, all at once.
+    /// Implementations may reuse one buffer between calls, so `f` must not call back into the
+    /// same source.
+    fn with_many<R>(&self, indices: &[usize], f: impl FnOnce(&[&[u8]]) -> R) -> R;
 }
 
 /// An owned batch: all contents concatenated, plus the end offset of each.
@@ -55,8 +59,9 @@ impl ByteSource for ByteArena {
         self.get(index).len()
     }
 
-    fn with_bytes<R>(&self, index: usize, f: impl FnOnce(&[u8]) -> R) -> R {
-        f(self.get(index))
+    fn with_many<R>(&self, indices: &[usize], f: impl FnOnce(&[&[u8]]) -> R) -> R {
+        let slices: Vec<&[u8]> = indices.iter().map(|&i| self.get(i)).collect();
+        f(&slices)
     }
 }
 
@@ -81,7 +86,11 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// Appends the lowercase hex SHA-256 of `bytes` to `out`.
 pub fn push_sha256_hex(bytes: &[u8], out: &mut String) {
-    let digest = Sha256::digest(bytes);
+    push_hex(&Sha256::digest(bytes).into(), out);
+}
+
+/// Appends a digest in lowercase hex to `out`.
+fn push_hex(digest: &[u8; 32], out: &mut String) {
     let mut hex = [0u8; 64];
     for (i, byte) in digest.iter().enumerate() {
         hex[2 * i] = HEX[usize::from(byte >> 4)];
@@ -98,12 +107,17 @@ pub fn checksum_batch<S: ByteSource>(src: &S, min_bytes: usize) -> Checksums {
         byte_lengths: Vec::with_capacity(n),
         hex: String::new(),
     };
+    let mut hashed = Vec::new();
     for i in 0..n {
         let len = src.byte_len(i);
         out.byte_lengths.push(len);
         if len > min_bytes {
-            src.with_bytes(i, |bytes| push_sha256_hex(bytes, &mut out.hex));
+            hashed.push(i);
         }
+    }
+    out.hex.reserve(hashed.len() * 64);
+    for digest in src.with_many(&hashed, sha256_many) {
+        push_hex(&digest, &mut out.hex);
     }
     out
 }

@@ -71,6 +71,92 @@ impl JsContents {
     }
 }
 
+impl JsContents {
+    /// Reads string `index` (`bytes` UTF-8 bytes, `units` UTF-16 units) to `dst`, which has room
+    /// for `bytes + EXTRA_ROOM` bytes, and checks that it has the length it was given.
+    ///
+    /// # Safety
+    /// `dst` must be valid for writes of `bytes + EXTRA_ROOM` bytes.
+    unsafe fn read_text(
+        &self,
+        index: usize,
+        value: sys::napi_value,
+        (units, bytes): (usize, usize),
+        dst: *mut u8,
+    ) {
+        let ascii = bytes == units;
+        let mut copied = 0usize;
+        // `value` is a string handle of the current call scope; napi writes at most the room
+        // given (terminator included), and never a partial character.
+        let status = if ascii {
+            sys::napi_get_value_string_latin1(
+                self.env,
+                value,
+                dst.cast(),
+                bytes + EXTRA_ROOM,
+                &mut copied,
+            )
+        } else {
+            sys::napi_get_value_string_utf8(
+                self.env,
+                value,
+                dst.cast(),
+                bytes + EXTRA_ROOM,
+                &mut copied,
+            )
+        };
+        assert_eq!(
+            status,
+            sys::Status::napi_ok,
+            "reading contents[{index}] failed"
+        );
+        // A pure-ASCII string's Latin-1 bytes are its UTF-8 bytes; checked, since a string with
+        // other Latin-1 characters could have been given the wrong length.
+        let read = std::slice::from_raw_parts(dst, copied.min(bytes));
+        assert!(
+            copied == bytes && (!ascii || read.is_ascii()),
+            "contents[{index}] does not have the UTF-8 length it was given"
+        );
+    }
+
+    /// The bytes of `Uint8Array` `index`, in place.
+    ///
+    /// # Safety
+    /// No JavaScript may run while the slice is in use (it could detach the buffer).
+    unsafe fn typed_bytes(&self, index: usize, value: sys::napi_value, len: usize) -> &[u8] {
+        let mut data = ptr::null_mut();
+        let mut length = 0usize;
+        let mut kind = 0;
+        let status = sys::napi_get_typedarray_info(
+            self.env,
+            value,
+            &mut kind,
+            &mut length,
+            &mut data,
+            ptr::null_mut(),
+            ptr::null_mut(),
+        );
+        assert_eq!(
+            status,
+            sys::Status::napi_ok,
+            "reading contents[{index}] failed"
+        );
+        assert_eq!(
+            length, len,
+            "contents[{index}] changed length during the call"
+        );
+        if data.is_null() || length == 0 {
+            return &[];
+        }
+        // napi reports `length` bytes at `data` (already adjusted by the offset).
+        std::slice::from_raw_parts(data.cast::<u8>(), length)
+    }
+}
+
+/// Spare bytes after a string being read: one more character than expected (at most 4 UTF-8
+/// bytes) and napi's terminator, so that a wrong length shows up as a different byte count.
+const EXTRA_ROOM: usize = 5;
+
 impl ByteSource for JsContents {
     fn count(&self) -> usize {
         self.items.len()
@@ -83,89 +169,51 @@ impl ByteSource for JsContents {
         }
     }
 
-    fn with_bytes<R>(&self, index: usize, f: impl FnOnce(&[u8]) -> R) -> R {
-        match self.items[index] {
-            Content::Text {
+    /// Strings are read one after another into one buffer (each written by V8 in its place);
+    /// `Uint8Array`s are used in place.
+    fn with_many<R>(&self, indices: &[usize], f: impl FnOnce(&[&[u8]]) -> R) -> R {
+        let text_bytes: usize = indices
+            .iter()
+            .filter_map(|&i| match self.items[i] {
+                Content::Text { bytes, .. } => Some(bytes),
+                Content::Bytes { .. } => None,
+            })
+            .sum();
+        let mut buffer = self.buffer.borrow_mut();
+        buffer.clear();
+        buffer.reserve(text_bytes + EXTRA_ROOM);
+        let base = buffer.as_mut_ptr();
+        let mut at = 0usize;
+        let mut starts = Vec::with_capacity(indices.len());
+        for &i in indices {
+            if let Content::Text {
                 value,
                 units,
                 bytes,
-            } => {
-                let ascii = bytes == units;
-                let mut buffer = self.buffer.borrow_mut();
-                // Room for one more character than expected, so a wrong length shows up as a
-                // different number of bytes copied; napi writes into the spare capacity.
-                buffer.clear();
-                buffer.reserve(bytes.saturating_add(5));
-                let capacity = buffer.capacity();
-                let mut copied = 0usize;
-                // SAFETY: `value` is a string handle of the current call scope; napi writes at
-                // most `capacity` bytes (terminator included) into the buffer's allocation.
-                let status = unsafe {
-                    if ascii {
-                        sys::napi_get_value_string_latin1(
-                            self.env,
-                            value,
-                            buffer.as_mut_ptr().cast(),
-                            capacity,
-                            &mut copied,
-                        )
-                    } else {
-                        sys::napi_get_value_string_utf8(
-                            self.env,
-                            value,
-                            buffer.as_mut_ptr().cast(),
-                            capacity,
-                            &mut copied,
-                        )
-                    }
-                };
-                assert_eq!(
-                    status,
-                    sys::Status::napi_ok,
-                    "reading contents[{index}] failed"
-                );
-                assert!(copied < capacity, "contents[{index}] overflowed its buffer");
-                // SAFETY: napi initialized the first `copied` bytes, and `copied < capacity`.
-                unsafe { buffer.set_len(copied) };
-                assert!(
-                    copied == bytes && (!ascii || buffer.is_ascii()),
-                    "contents[{index}] does not have the UTF-8 length it was given"
-                );
-                f(&buffer)
-            }
-            Content::Bytes { value, len } => {
-                let mut data = ptr::null_mut();
-                let mut length = 0usize;
-                let mut kind = 0;
-                // SAFETY: `value` is a Uint8Array handle of the current call scope; no JavaScript
-                // runs between this read and the end of `f`, so the buffer cannot be detached.
-                let status = unsafe {
-                    sys::napi_get_typedarray_info(
-                        self.env,
-                        value,
-                        &mut kind,
-                        &mut length,
-                        &mut data,
-                        ptr::null_mut(),
-                        ptr::null_mut(),
-                    )
-                };
-                assert_eq!(
-                    status,
-                    sys::Status::napi_ok,
-                    "reading contents[{index}] failed"
-                );
-                assert_eq!(
-                    length, len,
-                    "contents[{index}] changed length during the call"
-                );
-                if data.is_null() || length == 0 {
-                    return f(&[]);
-                }
-                // SAFETY: napi reports `length` bytes at `data` (already adjusted by the offset).
-                f(unsafe { std::slice::from_raw_parts(data.cast::<u8>(), length) })
+            } = self.items[i]
+            {
+                // SAFETY: the buffer has room for `text_bytes + EXTRA_ROOM` bytes, so for this
+                // string's bytes (after those before it) plus EXTRA_ROOM; a later string
+                // overwrites the spare bytes.
+                unsafe { self.read_text(i, value, (units, bytes), base.add(at)) };
+                starts.push(at);
+                at += bytes;
+            } else {
+                starts.push(usize::MAX);
             }
         }
+        // SAFETY: every byte up to `text_bytes` was written by napi above.
+        unsafe { buffer.set_len(text_bytes) };
+        let slices: Vec<&[u8]> = indices
+            .iter()
+            .zip(starts)
+            .map(|(&i, start)| match self.items[i] {
+                Content::Text { bytes, .. } => &buffer[start..start + bytes],
+                // SAFETY: no JavaScript runs before `f` returns.
+                Content::Bytes { value, len } => unsafe { self.typed_bytes(i, value, len) },
+            })
+            .collect();
+        f(&slices)
     }
 }
 
