@@ -7,9 +7,10 @@
 //!
 //! Grouping is by digest, which is exactly the identity the persistent index uses: two contents
 //! are the same for the index iff their SHA-256 digests are equal. The hex encoding is the one of
-//! the resource checksums ([`crate::resources::push_sha256_hex`]).
+//! the resource checksums ([`crate::resources::push_hex`]).
 
-use crate::resources::push_sha256_hex;
+use crate::resources::push_hex;
+use crate::sha::sha256_many;
 use crate::source::Utf16Source;
 use ahash::AHashMap;
 
@@ -82,25 +83,48 @@ pub fn utf16_to_utf8(units: &[u16], out: &mut Vec<u8>) -> bool {
     true
 }
 
-/// SHA-256 of every content's UTF-8 bytes plus in-batch first occurrences, in one pass.
+/// UTF-8 bytes transcoded ahead of hashing, at most (roughly) this many at a time: enough for
+/// the two-lane hash to pair contents up, little enough to stay in cache.
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// SHA-256 of every content's UTF-8 bytes plus in-batch first occurrences.
 ///
-/// Linear in the total size of the batch; memory beyond the output is one content's UTF-8 bytes
-/// and one map entry per distinct digest.
+/// Linear in the total size of the batch; memory beyond the output is about [`CHUNK_BYTES`] of
+/// UTF-8 (or one larger content) and one map entry per distinct digest.
 pub fn hash_batch<S: Utf16Source>(src: &S) -> Result<BatchIdentity, IllFormed> {
     let n = src.count();
     let mut hex = String::with_capacity(n * 64);
     let mut first = Vec::with_capacity(n);
-    let mut seen: AHashMap<[u8; 64], u32> = AHashMap::with_capacity(n);
+    let mut seen: AHashMap<[u8; 32], u32> = AHashMap::with_capacity(n);
     let mut utf8 = Vec::new();
-    for index in 0..n {
+    let mut ends = Vec::new();
+    let mut start = 0;
+    while start < n {
+        // Transcode a chunk of contents, then hash them together.
         utf8.clear();
-        if !src.with_units(index, |units| utf16_to_utf8(units, &mut utf8)) {
-            return Err(IllFormed { index });
+        ends.clear();
+        let mut index = start;
+        while index < n && (index == start || utf8.len() < CHUNK_BYTES) {
+            if !src.with_units(index, |units| utf16_to_utf8(units, &mut utf8)) {
+                return Err(IllFormed { index });
+            }
+            ends.push(utf8.len());
+            index += 1;
         }
-        push_sha256_hex(&utf8, &mut hex);
-        let mut key = [0u8; 64];
-        key.copy_from_slice(&hex.as_bytes()[index * 64..]);
-        first.push(*seen.entry(key).or_insert(index as u32));
+        let mut from = 0;
+        let contents: Vec<&[u8]> = ends
+            .iter()
+            .map(|&end| {
+                let content = &utf8[from..end];
+                from = end;
+                content
+            })
+            .collect();
+        for (offset, digest) in sha256_many(&contents).into_iter().enumerate() {
+            push_hex(&digest, &mut hex);
+            first.push(*seen.entry(digest).or_insert((start + offset) as u32));
+        }
+        start = index;
     }
     Ok(BatchIdentity { hex, first })
 }
@@ -127,6 +151,34 @@ mod tests {
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
         );
         assert_eq!(batch.digest(3), sha256_hex("é€😀".as_bytes()));
+    }
+
+    #[test]
+    fn chunks_hash_like_one_content_at_a_time() {
+        // About 3 MiB of UTF-8 in contents of uneven sizes, so chunks end at various places and
+        // repeats span chunk boundaries.
+        let contents: Vec<String> = (0..120)
+            .map(|i| {
+                let size = [10, 70_000, 4_000, 31_000][i % 4];
+                let seed = i % 12;
+                (0..size)
+                    .map(|k| char::from(b'a' + ((k * 7 + seed) % 26) as u8))
+                    .collect()
+            })
+            .collect();
+        let batch = hash_batch(&Utf16Arena::from_strs(&contents)).unwrap();
+        for (i, content) in contents.iter().enumerate() {
+            assert_eq!(batch.digest(i), sha256_hex(content.as_bytes()));
+            let first = contents.iter().position(|c| c == content).unwrap();
+            assert_eq!(batch.first[i], first as u32);
+        }
+        // Twelve distinct contents, each ten times.
+        let repeats = batch
+            .first
+            .iter()
+            .enumerate()
+            .filter(|&(i, &f)| f as usize != i);
+        assert_eq!(repeats.count(), 108);
     }
 
     #[test]

@@ -8,7 +8,6 @@
 //! ([`crate::sha::sha256_many`]).
 
 use crate::sha::sha256_many;
-use sha2::{Digest, Sha256};
 
 /// A batch of contents, each a sequence of bytes.
 pub trait ByteSource {
@@ -84,13 +83,8 @@ impl Checksums {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
-/// Appends the lowercase hex SHA-256 of `bytes` to `out`.
-pub fn push_sha256_hex(bytes: &[u8], out: &mut String) {
-    push_hex(&Sha256::digest(bytes).into(), out);
-}
-
 /// Appends a digest in lowercase hex to `out`.
-fn push_hex(digest: &[u8; 32], out: &mut String) {
+pub fn push_hex(digest: &[u8; 32], out: &mut String) {
     let mut hex = [0u8; 64];
     for (i, byte) in digest.iter().enumerate() {
         hex[2 * i] = HEX[usize::from(byte >> 4)];
@@ -126,6 +120,7 @@ pub fn checksum_batch<S: ByteSource>(src: &S, min_bytes: usize) -> Checksums {
 mod tests {
     use super::*;
     use crate::sha::sha256_hex;
+    use sha2::Digest;
 
     #[test]
     fn hashes_only_contents_above_the_threshold() {
@@ -153,7 +148,7 @@ mod tests {
         for len in [0usize, 1, 55, 56, 63, 64, 65, 1000] {
             let data: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
             out.clear();
-            push_sha256_hex(&data, &mut out);
+            push_hex(&sha2::Sha256::digest(&data).into(), &mut out);
             assert_eq!(out, sha256_hex(&data));
         }
     }
