@@ -90,10 +90,24 @@ export function get(results: Map<string, Measured>, name: string): Measured {
 }
 
 /** V8's full collection (`global.gc`), without having to start node with `--expose-gc`. */
-const collectGarbage = ((): (() => void) => {
+const fullGc = ((): (() => void) => {
   setFlagsFromString('--expose-gc');
   return runInNewContext('gc') as () => void;
 })();
+
+/** How long the heap is left to settle after a full collection (see {@link coldMs}). */
+const SETTLE_MS = 250;
+
+/**
+ * A full collection, then a pause without using the CPU: V8 finishes sweeping on background
+ * threads after `gc()` returns, and a timed call that starts right away shares the machine with
+ * that work (and may be made to finish it); on 2 cores that alone moved the 100k exact figures by
+ * 60%.
+ */
+function settleHeap(): void {
+  fullGc();
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, SETTLE_MS);
+}
 
 /**
  * Median wall time (ms) of `fn` over `runs` calls, each on an input built fresh by `make`
@@ -101,15 +115,15 @@ const collectGarbage = ((): (() => void) => {
  * V8 string hash is cached yet, and no string has been flattened or compared before.
  *
  * Building a large input leaves garbage-collection work behind (hundreds of MB of parsed
- * strings), which would otherwise land in whichever timed call happens to trigger it; a full
- * collection before each timed call keeps that debt out of both sides' figures. Each side still
- * pays for the collections its own allocations cause.
+ * strings), which would otherwise land in whichever timed call happens to trigger it; the heap is
+ * settled before each timed call ({@link settleHeap}) to keep that debt out of both sides'
+ * figures. Each side still pays for the collections its own allocations cause.
  */
 export function coldMs<T>(make: () => T, fn: (input: T) => unknown, runs: number): number {
   const times: number[] = [];
   for (let r = 0; r < runs; r++) {
     const input = make();
-    collectGarbage();
+    settleHeap();
     const start = performance.now();
     fn(input);
     times.push(performance.now() - start);

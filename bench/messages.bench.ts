@@ -93,7 +93,7 @@ async function runSize(count: number): Promise<BenchRow[]> {
     opsRow(SUITE, `${label} exact: cce analyzeDuplicates vs djb2-bucket reference`, nativeExact, get(exact, 'reference djb2'), mc, 'CCE-style bucketing: JS djb2 of `${length}:${content}`'),
   );
   // The reference's Map hashes each content once per fresh string; repeated calls hide that.
-  const runs = count >= 100_000 ? 3 : 7;
+  const runs = count >= 100_000 ? 5 : 7;
   rows.push(
     msRow(
       SUITE,
