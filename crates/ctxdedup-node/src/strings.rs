@@ -88,27 +88,22 @@ impl JsStrings {
         );
     }
 
-    /// Reads the first `len` units of string `index` into the buffer; `len` is at most the
-    /// string's length. The room is one unit larger than needed, so that a string longer than
-    /// its given length shows when it is read whole.
-    fn read(&self, index: usize, len: usize) -> std::cell::RefMut<'_, Vec<u16>> {
-        let mut buffer = self.buffer.borrow_mut();
+    /// Reads the first `len` units of string `index` into `buffer` through `napi_read` (one of
+    /// napi's string getters, given the room and where to report the count); `len` is at most
+    /// the string's length. The room is one unit larger than needed, so that a string longer
+    /// than its given length shows when it is read whole.
+    fn read_into<T>(
+        &self,
+        index: usize,
+        len: usize,
+        buffer: &mut Vec<T>,
+        napi_read: impl FnOnce(*mut T, usize, &mut usize) -> sys::napi_status,
+    ) {
         buffer.clear();
         // No zero-fill: V8 writes the units straight into the spare capacity.
         buffer.reserve(len + 2);
         let mut copied = 0usize;
-        // SAFETY: `values[index]` is a string handle of the current call scope; the buffer has
-        // capacity for `len + 1` units plus the terminator napi writes, and napi reports how
-        // many units it initialized.
-        let status = unsafe {
-            sys::napi_get_value_string_utf16(
-                self.env,
-                self.values[index],
-                buffer.as_mut_ptr(),
-                len + 2,
-                &mut copied,
-            )
-        };
+        let status = napi_read(buffer.as_mut_ptr(), len + 2, &mut copied);
         assert_eq!(
             status,
             sys::Status::napi_ok,
@@ -118,6 +113,19 @@ impl JsStrings {
         self.check_length(index, copied.min(len + usize::from(whole)), len);
         // SAFETY: napi initialized `copied` (>= len) units.
         unsafe { buffer.set_len(len) };
+    }
+
+    /// Reads the first `len` units of string `index` into the unit buffer.
+    fn read(&self, index: usize, len: usize) -> std::cell::RefMut<'_, Vec<u16>> {
+        let mut buffer = self.buffer.borrow_mut();
+        self.read_into(index, len, &mut buffer, |room, size, copied| {
+            // SAFETY: `values[index]` is a string handle of the current call scope; `room` has
+            // capacity for `size` units (terminator included), and napi reports how many units
+            // it initialized.
+            unsafe {
+                sys::napi_get_value_string_utf16(self.env, self.values[index], room, size, copied)
+            }
+        });
         buffer
     }
 
@@ -201,31 +209,24 @@ impl Utf16Source for JsStrings {
     /// half the bytes of its UTF-16 units. A two-byte string loses its high bytes, which the
     /// fingerprint contract allows: equal strings still give equal bytes.
     fn with_fingerprint<R>(&self, index: usize, f: impl FnOnce(&[u8]) -> R) -> R {
-        let len = self.lengths[index];
         let mut buffer = self.latin1.borrow_mut();
-        buffer.clear();
-        buffer.reserve(len + 2);
-        let mut copied = 0usize;
-        // SAFETY: `values[index]` is a string handle of the current call scope; the buffer has
-        // capacity for `len + 1` bytes plus the terminator napi writes, and napi reports how
-        // many bytes it initialized.
-        let status = unsafe {
-            sys::napi_get_value_string_latin1(
-                self.env,
-                self.values[index],
-                buffer.as_mut_ptr().cast(),
-                len + 2,
-                &mut copied,
-            )
-        };
-        assert_eq!(
-            status,
-            sys::Status::napi_ok,
-            "reading string {index} failed"
+        self.read_into(
+            index,
+            self.lengths[index],
+            &mut buffer,
+            |room, size, copied| {
+                // SAFETY: as in `read`, with one byte per unit.
+                unsafe {
+                    sys::napi_get_value_string_latin1(
+                        self.env,
+                        self.values[index],
+                        room.cast(),
+                        size,
+                        copied,
+                    )
+                }
+            },
         );
-        self.check_length(index, copied, len);
-        // SAFETY: napi initialized `copied` (== len) bytes.
-        unsafe { buffer.set_len(len) };
         f(&buffer)
     }
 
