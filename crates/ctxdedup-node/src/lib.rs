@@ -2,7 +2,9 @@
 //!
 //! Contents cross the boundary once per batch as a JS array of strings and are read as UTF-16
 //! code units (`napi_get_value_string_utf16`), which is lossless for lone surrogates, unlike
-//! Node-API's UTF-8 conversion.
+//! Node-API's UTF-8 conversion. Exact grouping may also compare two strings in place
+//! (`napi_strict_equals`) or hash a string's Latin-1 copy, a lossy fingerprint whose every match
+//! is confirmed by that comparison.
 
 mod ingest;
 mod near_window;
