@@ -233,6 +233,24 @@ describe('dedupeFindings', () => {
     expect(dedupeFindings([`${base}\uD800`, `${base}\uFFFD`, `${base}\uDC00`], zero).removed).toBe(0);
   });
 
+  it('lowers every code point as JavaScript does, alone and amid ASCII text', () => {
+    const jsKey = (p: string): string => p.toLowerCase().replace(/\s+/g, ' ').trim();
+    const mismatches: string[] = [];
+    // Batches of code points, each between ASCII letters (the mostly-ASCII lines of real text)
+    // and each alone; astral planes sampled every 7 code points. Surrogate code points as units.
+    for (let start = 0; start < 0x110000; start += 4096) {
+      const step = start < 0x10000 ? 1 : 7;
+      const chars: string[] = [];
+      for (let cp = start; cp < Math.min(start + 4096, 0x110000); cp += step) chars.push(String.fromCodePoint(cp));
+      const amid = chars.map((c) => `Ab${c}Cd`).join(' ');
+      if (findingKey(amid) !== jsKey(amid)) mismatches.push(`batch at U+${start.toString(16)}`);
+      for (const c of chars) {
+        if (findingKey(c) !== jsKey(c)) mismatches.push(`U+${(c.codePointAt(0) as number).toString(16)}`);
+      }
+    }
+    expect(mismatches).toEqual([]);
+  });
+
   it('matches the JavaScript reference on generated inputs', () => {
     const unit = fc.constantFrom(
       'a', 'B', 'Σ', 'σ', 'ς', 'İ', 'i', 'ß', ' ', '\t', '\n', '\n', '\r', '\u0085', '\uFEFF', '\u00A0', '\u2028', '\u3000',

@@ -44,16 +44,20 @@ pub fn js_trim(units: &[u16]) -> &[u16] {
 /// Appends `s.toLowerCase()` (full, locale-independent Unicode mapping, Final_Sigma included)
 /// to `out`. Lone surrogates pass through unchanged.
 pub fn js_to_lower_case_into(units: &[u16], out: &mut Vec<u16>) {
-    if units.iter().all(|&u| u < 0x80) {
-        out.extend(units.iter().map(|&u| {
-            if (u16::from(b'A')..=u16::from(b'Z')).contains(&u) {
-                u + 32
-            } else {
-                u
-            }
-        }));
+    // Most lines are ASCII: copy, lower A-Z in place, and note whether any unit is not ASCII,
+    // in one pass the compiler can vectorize.
+    let start = out.len();
+    out.extend_from_slice(units);
+    let mut any = 0u16;
+    for u in &mut out[start..] {
+        any |= *u;
+        let upper = u.wrapping_sub(u16::from(b'A')) < 26;
+        *u += u16::from(upper) << 5;
+    }
+    if any < 0x80 {
         return;
     }
+    out.truncate(start);
     // A lone surrogate is neither cased nor case-ignorable, so it ends any Final_Sigma context;
     // lowering each well-formed run on its own therefore matches JavaScript exactly.
     let mut run_start = 0;
@@ -82,20 +86,38 @@ fn lower_well_formed(units: &[u16], out: &mut Vec<u16>) {
     if units.is_empty() {
         return;
     }
-    let decoded =
-        char::decode_utf16(units.iter().copied()).map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER));
-    if !units.contains(&CAPITAL_SIGMA) {
-        // Final_Sigma is the only context-dependent rule of the full mapping: without a capital
-        // sigma, lowering char by char is exact, and needs no intermediate String.
-        let mut buf = [0u16; 2];
-        for c in decoded.flat_map(char::to_lowercase) {
-            out.extend_from_slice(c.encode_utf16(&mut buf));
-        }
+    if units.contains(&CAPITAL_SIGMA) {
+        // `str::to_lowercase` implements the full mapping including Final_Sigma, like
+        // ECMAScript.
+        let text: String = char::decode_utf16(units.iter().copied())
+            .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER))
+            .collect();
+        out.extend(text.to_lowercase().encode_utf16());
         return;
     }
-    // `str::to_lowercase` implements the full mapping including Final_Sigma, like ECMAScript.
-    let text: String = decoded.collect();
-    out.extend(text.to_lowercase().encode_utf16());
+    // Final_Sigma is the only context-dependent rule of the full mapping: without a capital
+    // sigma, lowering character by character is exact. ASCII units (most of a mostly-ASCII
+    // line) skip the Unicode tables.
+    let mut buf = [0u16; 2];
+    let mut i = 0;
+    while i < units.len() {
+        let u = units[i];
+        if u < 0x80 {
+            let upper = u.wrapping_sub(u16::from(b'A')) < 26;
+            out.push(u + (u16::from(upper) << 5));
+            i += 1;
+            continue;
+        }
+        let width = if (0xD800..0xDC00).contains(&u) { 2 } else { 1 };
+        let c = char::decode_utf16(units[i..i + width].iter().copied())
+            .next()
+            .and_then(Result::ok)
+            .unwrap_or(char::REPLACEMENT_CHARACTER);
+        for lower in c.to_lowercase() {
+            out.extend_from_slice(lower.encode_utf16(&mut buf));
+        }
+        i += width;
+    }
 }
 
 /// U+03A3, whose lowercase form depends on its neighbours (Final_Sigma).
