@@ -102,14 +102,15 @@ fn ratio(a: usize, b: usize) -> f64 {
 /// message first and [`LineInterner::prefetch`] their slots a few lines ahead.
 struct LineInterner {
     hasher: ahash::RandomState,
-    /// `(hash, id)`; `id == EMPTY` marks a free slot. Length is a power of two.
+    /// `(hash, id + 1)`; 0 marks a free slot, so a new table is zeroed memory, which the system
+    /// maps lazily instead of the table being written through once. Length is a power of two.
     slots: Vec<(u64, u32)>,
     /// Id -> end of the line in `units` (the start is the previous id's end).
     ends: Vec<usize>,
     units: Vec<u16>,
 }
 
-const EMPTY: u32 = u32::MAX;
+const EMPTY: u32 = 0;
 
 impl LineInterner {
     fn with_capacity(lines: usize, units: usize) -> Self {
@@ -152,16 +153,16 @@ impl LineInterner {
         let mask = self.slots.len() - 1;
         let mut at = hash as usize & mask;
         loop {
-            let (slot_hash, id) = self.slots[at];
-            if id == EMPTY {
+            let (slot_hash, stored) = self.slots[at];
+            if stored == EMPTY {
                 let id = self.ends.len() as u32;
-                self.slots[at] = (hash, id);
+                self.slots[at] = (hash, id + 1);
                 self.units.extend_from_slice(line);
                 self.ends.push(self.units.len());
                 return id;
             }
-            if slot_hash == hash && self.line(id) == line {
-                return id;
+            if slot_hash == hash && self.line(stored - 1) == line {
+                return stored - 1;
             }
             at = (at + 1) & mask;
         }
