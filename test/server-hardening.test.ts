@@ -58,6 +58,7 @@ describe('item 3: a token is never silently empty; no token means loopback only'
     await expect(startServer({ port: 0, store: 'memory', token: '  ' })).rejects.toThrow(new TypeError('options.token is only whitespace'));
     await expect(startServer({ port: 0, store: 'memory', token: 'a\nb' })).rejects.toThrow(/^options\.token must be printable ASCII/);
     await expect(startServer({ port: 0, store: 'memory', token: 5 as unknown as string })).rejects.toThrow(/^options\.token must be a non-empty string, got a number$/);
+    await expect(startServer({ port: 0, store: 'memory', host: '' })).rejects.toThrow(new TypeError('options.host is empty'));
     await expect(startServer({ port: 0, store: 'memory', host: '0.0.0.0' })).rejects.toThrow(
       /^options\.host "0\.0\.0\.0" is not a loopback address and options\.token is not set.*options\.allowUnauthenticated: true$/,
     );

@@ -221,7 +221,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new RangeError(`options.port must be an integer in [0, 65535], got ${port}`);
   const maxBody = options.maxBody ?? DEFAULT_MAX_BODY;
   if (!Number.isInteger(maxBody) || maxBody < 1) throw new RangeError(`options.maxBody must be a positive integer (bytes), got ${maxBody}`);
-  if (typeof host !== 'string' || host === '') throw new TypeError(`options.host must be a non-empty string, got ${describe(host)}`);
+  if (typeof host !== 'string') throw new TypeError(`options.host must be a non-empty string, got ${describe(host)}`);
+  if (host.trim() === '') throw new TypeError('options.host is empty');
   if (options.token !== undefined) {
     if (typeof options.token !== 'string') throw new TypeError(`options.token must be a non-empty string, got ${describe(options.token)}`);
     const problem = tokenProblem(options.token);
