@@ -67,7 +67,7 @@ describe('item 3: a token is never silently empty; no token means loopback only'
     );
   });
 
-  it('`serve --token ""` exits 2 without listening; `serve` without a token logs one line saying so', async () => {
+  it('`serve --token ""` exits 2 without listening; `serve` without a token logs one line saying so; timeout flags apply', async () => {
     const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src', 'server', 'main.ts'), '--port', '0', '--store', 'memory', '--token', ''], {
       cwd: ROOT,
       env: { ...process.env, CTXDEDUP_TOKEN: '' },
@@ -84,10 +84,14 @@ describe('item 3: a token is never silently empty; no token means loopback only'
     expect(output).toMatch(/^ctxdedup serve: --token is empty: give a secret/);
     expect(output).not.toMatch(/listening/);
 
-    const open = await startServerProcess(['--store', 'memory']);
+    const open = await startServerProcess(['--store', 'memory', '--body-timeout', '600ms', '--headers-timeout', '300ms']);
     try {
       const lines = open.output().split('\n').filter((line) => /not authenticated/.test(line));
       expect(lines).toEqual(['ctxdedup serve: no --token: requests are not authenticated (listening on loopback 127.0.0.1 only)']);
+      // The timeout flags reach the server: a trickling client is cut off.
+      const slow = await slowClient(Number(new URL(open.url).port), 'POST /v1/namespaces/slow/items HTTP/1.1\r\nHost: 127.0.0.1\r\n', 'X-Slow: abc\r\n');
+      expect(slow.closed).toBe(true);
+      expect(slow.response).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
     } finally {
       expect(await open.stop()).toBe(0);
     }
