@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, existsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -7,6 +7,7 @@ import {
   HASHED_EMBEDDING_THRESHOLDS,
   InMemoryStore,
   MemoryDeduplicator,
+  SIMILARITY_TOLERANCE,
   SqliteMemoryStore,
   buildMergePrompt,
   hashedEmbedding,
@@ -124,8 +125,8 @@ describe('checkAndMerge thresholds', () => {
     expect(await contents(store)).toEqual(['b new']);
   });
 
-  it('merges just below the upper bound', async () => {
-    const { result, store } = await decide(0.9600000000000001, 0.9, concat);
+  it('merges below the upper bound by more than SIMILARITY_TOLERANCE', async () => {
+    const { result, store } = await decide(0.96 + 2 * SIMILARITY_TOLERANCE, 0.9, concat);
     expect(result).toMatchObject({ decision: 'merge', similarity: 0.96, replaced: ['old'] });
     expect(result.stored).toEqual({ id: 'new', content: 'a old + b new', timestamp: 2 });
     expect(await contents(store)).toEqual(['a old + b new']);
@@ -136,8 +137,14 @@ describe('checkAndMerge thresholds', () => {
     expect(result.decision).toBe('merge');
   });
 
-  it('inserts just below the lower bound', async () => {
-    const { result, store } = await decide(0.99, 0.9600000000000001, concat);
+  it('counts a similarity within SIMILARITY_TOLERANCE of a bound as reaching it', async () => {
+    expect(SIMILARITY_TOLERANCE).toBe(1e-6);
+    expect((await decide(0.99, 0.96 + SIMILARITY_TOLERANCE / 2, concat)).result.decision).toBe('merge');
+    expect((await decide(0.96 + SIMILARITY_TOLERANCE / 2, 0.9, concat)).result.decision).toBe('replace');
+  });
+
+  it('inserts below the lower bound by more than SIMILARITY_TOLERANCE', async () => {
+    const { result, store } = await decide(0.99, 0.96 + 2 * SIMILARITY_TOLERANCE, concat);
     expect(result).toMatchObject({ decision: 'insert', similarity: 0.96, replaced: [] });
     expect(await contents(store)).toEqual(['a old', 'b new']);
   });
@@ -292,8 +299,8 @@ describe('never loses a memory', () => {
     const dedup = new MemoryDeduplicator({ store: failing(inner, { delete: new Error('killed') }), embed: tableEmbed, merge: concat, upperThreshold: 0.99, lowerThreshold: 0.9 });
     await expect(dedup.checkAndMerge({ id: 'new', content: 'b new', timestamp: 2 })).rejects.toThrow('killed');
     expect(await contents(inner)).toEqual(['a old', 'a old + b new']);
-    // The audit entry was written first, so undo still has the original.
-    expect((await dedup.history()).map((e) => e.memory.id)).toEqual(['old']);
+    // The audit entries were written first, so undo still has both originals.
+    expect((await dedup.history()).map((e) => e.memory.id)).toEqual(['old', 'new']);
   });
 
   it('undo restores a replaced memory and a merged-away one; unknown ids reject', async () => {
@@ -450,6 +457,43 @@ describe('SqliteMemoryStore persistence', () => {
     await expect(store.list()).rejects.toThrow(/closed/);
   });
 
+  it('requires a path: no silent temporary database; :memory: only by name', async () => {
+    for (const path of [undefined, null, '', 42]) {
+      expect(() => new SqliteMemoryStore(path as unknown as string)).toThrow(TypeError);
+      expect(() => new SqliteMemoryStore(path as unknown as string)).toThrow(/^path must be a file path \(or ':memory:' for a database that is never saved\), got /);
+    }
+    const named = new SqliteMemoryStore(':memory:');
+    await named.add({ id: '1', content: 'x', embedding: Float32Array.of(1, 0) });
+    expect(await named.list()).toHaveLength(1);
+    await named.close();
+  });
+
+  it('open errors name the file and keep the driver error as the cause', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ctxdedup-memory-'));
+    dirs.push(dir);
+    const garbage = join(dir, 'garbage.db');
+    writeFileSync(garbage, 'not a database '.repeat(100));
+    const cases: [string, RegExp][] = [
+      [dir, /unable to open database file/],
+      [join(dir, 'missing', 'memories.db'), /directory does not exist/],
+      [garbage, /file is not a database/],
+    ];
+    for (const [path, driverMessage] of cases) {
+      let caught: unknown;
+      try {
+        new SqliteMemoryStore(path);
+      } catch (error) {
+        caught = error;
+      }
+      expect(caught).toBeInstanceOf(Error);
+      const error = caught as Error;
+      expect(error.message).toContain(`cannot open the SQLite memory store ${JSON.stringify(path)}`);
+      expect(error.message).toMatch(driverMessage);
+      expect(error.cause).toBeInstanceOf(Error);
+      expect((error.cause as Error).message).toMatch(driverMessage);
+    }
+  });
+
   it('rejects an embedding of another dimension', async () => {
     const store = new SqliteMemoryStore(tempDb());
     await store.add({ id: '1', content: 'x', embedding: Float32Array.of(1, 0) });
@@ -475,6 +519,34 @@ describe('buildMergePrompt', () => {
     expect(prompt).toContain('3. [2026-01-03T00:00:00.000Z, said by carol] third');
     expect(prompt).toContain('The following 3 memories');
     expect(buildMergePrompt([{ id: 'a', content: 'undated' }])).toContain('[time unknown] undated');
+  });
+
+  it('rejects holes and wrong values with an error naming the index, before building anything', () => {
+    expect(() => buildMergePrompt(new Array(3))).toThrow(new TypeError('memories[0] must be an object, got a undefined'));
+    expect(() => buildMergePrompt([{ id: 'a', content: 'x' }, , { id: 'b', content: 'y' }] as Memory[])).toThrow(
+      new TypeError('memories[1] must be an object, got a undefined'),
+    );
+    expect(() => buildMergePrompt([{ id: 'a', content: 7 } as unknown as Memory])).toThrow(new TypeError('memories[0].content must be a string, got a number'));
+    expect(() => buildMergePrompt('x' as unknown as Memory[])).toThrow(new TypeError('memories must be an array, got a string'));
+  });
+
+  it('rejects a timestamp outside the Date range with a RangeError naming it', () => {
+    const ok = { id: 'a', content: 'x', timestamp: 8.64e15 };
+    expect(buildMergePrompt([ok])).toContain('+275760-09-13T00:00:00.000Z');
+    for (const timestamp of [8.64e15 + 1, -8.64e15 - 1, 1e20]) {
+      expect(() => buildMergePrompt([ok, { id: 'b', content: 'y', timestamp }])).toThrow(
+        new RangeError(`memories[1].timestamp must be within ±8.64e15 ms of the epoch (a valid Date), got ${timestamp}`),
+      );
+    }
+  });
+
+  it('the deduplicator rejects such a timestamp before writing anything', async () => {
+    const store = new InMemoryStore();
+    const dedup = new MemoryDeduplicator({ store, embed: tableEmbed });
+    await expect(dedup.addBatch([{ id: '1', content: 'a', timestamp: 1 }, { id: '2', content: 'b', timestamp: 1e20 }])).rejects.toThrow(
+      /^memories\[1\]\.timestamp must be within/,
+    );
+    expect(await store.list()).toEqual([]);
   });
 });
 
@@ -505,6 +577,14 @@ describe('hashedEmbedding', () => {
     expect(all[5]!.reduce((s, v) => s + v * v, 0)).toBeCloseTo(1, 5);
     expect(() => hashedEmbedding({ dim: 0 })).toThrow(RangeError);
     expect(() => hashedEmbedding({ dim: 1.5 })).toThrow(RangeError);
+  });
+
+  it('rejects options that are not an object, and texts that are not strings, naming them', async () => {
+    expect(() => hashedEmbedding(5 as never)).toThrow(new TypeError('options must be an object, got a number'));
+    expect(() => hashedEmbedding(null as never)).toThrow(new TypeError('options must be an object, got null'));
+    const embed = hashedEmbedding({ dim: 8 });
+    await expect(embed(['a', , 'b'] as string[])).rejects.toThrow(new TypeError('texts[1] must be a string, got a undefined'));
+    await expect(embed('ab' as unknown as string[])).rejects.toThrow(new TypeError('texts must be an array, got a string'));
   });
 });
 
