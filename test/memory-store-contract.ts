@@ -285,6 +285,25 @@ export function describeMemoryStoreContract(name: string, open: () => Promise<Me
       expectSameMemory(await store.get('v07'), memories[7]!);
     });
 
+    it('keeps a lone surrogate in id or content exactly, or refuses it with a TypeError: never alters it', async () => {
+      const store = await fresh();
+      const odd = memory('id-\uD800', f32(1, 0, 0, 0, 0, 0, 0, 0), { content: 'text \uDC00 and \uD83D' });
+      let refused: unknown;
+      try {
+        await store.add(odd);
+      } catch (error) {
+        refused = error;
+      }
+      if (refused === undefined) {
+        expectSameMemory(await store.get('id-\uD800'), odd);
+        expect((await store.list()).map((m) => [m.id, m.content])).toEqual([[odd.id, odd.content]]);
+      } else {
+        expect(refused).toBeInstanceOf(TypeError);
+        expect((refused as Error).message).toMatch(/lone surrogate/);
+        expect(await store.list()).toEqual([]);
+      }
+    });
+
     it('close is idempotent', async () => {
       const store = await fresh();
       await store.close();

@@ -89,6 +89,10 @@ describe('MemoryDeduplicator options', () => {
     await expect(dedup.addBatch([{ id: 'x', content: 'a' }, { id: 'x', content: 'b' }])).rejects.toThrow(/memories\[1\].id repeats "x"/);
     await expect(dedup.checkAndMerge({ id: 'x', content: 3 } as unknown as Memory)).rejects.toThrow('memories[0].content must be a string, got a number');
     await expect(dedup.checkAndMerge({ id: 'x', content: 'a', timestamp: Number.NaN })).rejects.toThrow(RangeError);
+    await expect(dedup.checkAndMerge({ id: 'x', content: 'a \uD800' })).rejects.toThrow(
+      new TypeError('memories[0].content contains a lone surrogate (it has no UTF-8 encoding, so a store cannot keep it exactly)'),
+    );
+    await expect(dedup.addBatch([{ id: 'x', content: 'a' }, { id: 'y\uDC00', content: 'b' }])).rejects.toThrow(/^memories\[1\]\.id contains a lone surrogate/);
     await expect(dedup.checkAndMerge({ id: 'x', content: 'a', metadata: [] as unknown as Record<string, unknown> })).rejects.toThrow(TypeError);
     expect(await store.list()).toEqual([]);
   });

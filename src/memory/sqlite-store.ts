@@ -11,6 +11,7 @@
  */
 import Database from 'better-sqlite3';
 import { describe, typeError } from '../errors.js';
+import { LONE_SURROGATE } from './validate.js';
 import type { AuditEntry, AuditLog, AuditRecord } from './audit.js';
 import type { MemoryStore, NearestMemory, StoredMemory } from './store.js';
 import { VectorIndex } from './vector-index.js';
@@ -53,7 +54,13 @@ function fromRow(row: MemoryRow): StoredMemory {
   return memory;
 }
 
+/**
+ * A memory's columns. SQLite keeps text as UTF-8, so an id or content with a lone surrogate would
+ * come back altered (as U+FFFD): refused instead. (Metadata is JSON text, which escapes them.)
+ */
 function columns(m: StoredMemory): [string, string, number | null, string | null, Buffer] {
+  if (!m.id.isWellFormed()) typeError('memory.id', LONE_SURROGATE);
+  if (!m.content.isWellFormed()) typeError('memory.content', LONE_SURROGATE);
   return [m.id, m.content, m.timestamp ?? null, m.metadata === undefined ? null : JSON.stringify(m.metadata), toBlob(m.embedding)];
 }
 
@@ -159,8 +166,9 @@ export class SqliteMemoryStore implements MemoryStore {
   async add(memory: StoredMemory): Promise<void> {
     this.#open();
     this.#index.check(memory.embedding, 'embedding');
+    const row = columns(memory);
     if (this.#stmt.get.get(memory.id) !== undefined) throw new Error(`ctxdedup: memory ${JSON.stringify(memory.id)} already exists`);
-    this.#stmt.insert.run(...columns(memory));
+    this.#stmt.insert.run(...row);
     this.#index.set(memory.id, memory.embedding);
   }
 

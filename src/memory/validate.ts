@@ -9,6 +9,9 @@ import type { Memory, StoredMemory } from './store.js';
 /** The largest |timestamp| a JavaScript `Date` can hold (ms since the epoch): ±100,000,000 days. */
 export const MAX_TIMESTAMP_MS = 8.64e15;
 
+/** The problem text for an id or content that is not well-formed UTF-16. */
+export const LONE_SURROGATE = 'contains a lone surrogate (it has no UTF-8 encoding, so a store cannot keep it exactly)';
+
 /** A deep copy, so that callers and stores never share mutable state. */
 export function copyMemory<M extends Memory>(memory: M): M {
   const copy = { ...memory };
@@ -29,6 +32,9 @@ export function validateMemory(value: unknown, path: string): Memory {
   if (typeof id !== 'string') typeError(`${path}.id`, `must be a string, got ${describe(id)}`);
   if (id === '') rangeError(`${path}.id`, 'must not be empty');
   if (typeof content !== 'string') typeError(`${path}.content`, `must be a string, got ${describe(content)}`);
+  // A lone surrogate has no UTF-8 encoding: SQLite would give back U+FFFD, Chroma refuses it.
+  if (!id.isWellFormed()) typeError(`${path}.id`, LONE_SURROGATE);
+  if (!content.isWellFormed()) typeError(`${path}.content`, LONE_SURROGATE);
   const memory: Memory = { id, content };
   if (timestamp !== undefined) {
     if (typeof timestamp !== 'number') typeError(`${path}.timestamp`, `must be a number (ms since the epoch), got ${describe(timestamp)}`);
