@@ -11,6 +11,7 @@ import {
   SqliteMemoryStore,
   buildMergePrompt,
   hashedEmbedding,
+  openMemoryStore,
   type EmbedFunction,
   type Memory,
   type MemoryDedupEvent,
@@ -365,6 +366,9 @@ describe('deduplicateAll', () => {
     expect(complete.clusters.map((c) => c.members.map((m) => m.id))).toEqual([['m1', 'm2']]);
     expect(complete.clusters[0]!.minSimilarity).toBe(0.96);
     await expect(dedup.deduplicateAll({ linkage: 'average' as 'single' })).rejects.toThrow(RangeError);
+    // Building the message never throws, whatever the value (a BigInt has no JSON form).
+    await expect(dedup.deduplicateAll({ linkage: 10n as never })).rejects.toThrow(new TypeError("options.linkage must be 'single' or 'complete', got a bigint"));
+    await expect(dedup.deduplicateAll({ dryRun: 1n as never })).rejects.toThrow(new TypeError('options.dryRun must be a boolean, got a bigint'));
   });
 
   it('merges clusters below the upper bound, all members oldest to newest in one prompt', async () => {
@@ -504,6 +508,14 @@ describe('SqliteMemoryStore persistence', () => {
     await expect(store.add({ id: '2', content: 'y', embedding: Float32Array.of(1, 0, 0) })).rejects.toThrow(/3 dimensions, the store holds 2/);
     await expect(store.nearest(Float32Array.of(1), 1)).rejects.toThrow(RangeError);
     await store.close();
+  });
+});
+
+describe('openMemoryStore', () => {
+  it('rejects a spec that is not a string, naming it', async () => {
+    await expect(openMemoryStore(5 as never)).rejects.toThrow(new TypeError("store must be 'sqlite:<path>', 'chroma:<url>' or 'memory', got a number"));
+    await expect(openMemoryStore(10n as never)).rejects.toThrow(new TypeError("store must be 'sqlite:<path>', 'chroma:<url>' or 'memory', got a bigint"));
+    await expect(openMemoryStore('sqlite:')).rejects.toThrow(TypeError);
   });
 });
 
