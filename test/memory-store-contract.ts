@@ -79,6 +79,22 @@ export function tableEmbedding(table: Record<string, readonly number[]>): EmbedF
     });
 }
 
+/**
+ * Asserts that `run` throws, or returns a promise that rejects with, an error of class `kind` whose
+ * message starts with `prefix` (the path and the rule; the rest describes the value, in the words
+ * of src/errors.ts).
+ */
+export async function expectPathError(run: () => unknown, kind: new (message?: string) => Error, prefix: string): Promise<void> {
+  let caught: unknown;
+  try {
+    await run();
+  } catch (error) {
+    caught = error;
+  }
+  expect(caught, `expected a ${kind.name} starting with ${JSON.stringify(prefix)}`).toBeInstanceOf(kind);
+  expect((caught as Error).message.startsWith(prefix), `${JSON.stringify((caught as Error).message)} starts with ${JSON.stringify(prefix)}`).toBe(true);
+}
+
 /** Asserts that `actual` holds exactly what `expected` says, embedding values included. */
 export function expectSameMemory(actual: StoredMemory | undefined, expected: StoredMemory): void {
   expect(actual).toBeDefined();
@@ -366,11 +382,11 @@ export function describeMemoryStoreContract(name: string, open: () => Promise<Me
             { id: 'x', content: SHELLFISH, timestamp: 3 },
           ]),
         ).rejects.toThrow(new RangeError('memories[1].id "x" is already in the store'));
-        await expect(dedup.addBatch([{ id: 'y', content: 'unrelated' }, undefined as never])).rejects.toThrow(
-          new TypeError('memories[1] must be an object, got a undefined'),
-        );
-        await expect(dedup.addBatch([{ id: 'y', content: 'unrelated' }, , { id: 'z', content: 'unrelated' }] as never)).rejects.toThrow(
-          new TypeError('memories[1] must be an object, got a undefined'),
+        await expectPathError(() => dedup.addBatch([{ id: 'y', content: 'unrelated' }, undefined as never]), TypeError, 'memories[1] must be an object, got ');
+        await expectPathError(
+          () => dedup.addBatch([{ id: 'y', content: 'unrelated' }, , { id: 'z', content: 'unrelated' }] as never),
+          TypeError,
+          'memories[1] must be an object, got ',
         );
         const after = await store.list();
         expect(after).toHaveLength(1);
