@@ -469,8 +469,10 @@ export class MemoryDeduplicator {
 
   /**
    * Restores the most recent audited version of memory `id` that has not been restored yet:
-   * re-added if it was deleted, or written back over the merged version if it was overwritten.
-   * The memory that absorbed it is left as is. Rejects if there is nothing to restore.
+   * re-added if it was deleted, or written back over what is stored under its id now (the merged
+   * version, when a merge was stored under this id; the other memories of that merge stay in the
+   * audit log, each restorable by its own id). Memories stored under other ids are left as is.
+   * Rejects if there is nothing to restore.
    */
   async undo(id: string): Promise<Memory> {
     if (typeof id !== 'string') typeError('id', `must be a string, got ${describe(id)}`);
