@@ -111,8 +111,9 @@ export interface NamespaceOptions {
 /** Options of {@link IngestIndex.open}. */
 export interface IngestIndexOptions {
   /**
-   * `memory`, `sqlite:<path>` (embedded, durable; the default is `sqlite:./ctxdedup-ingest.sqlite`),
-   * `redis://host:port[/db]` (shared between instances), or an {@link IngestStore} instance.
+   * `memory`, `sqlite:<path>` (embedded, durable; the default is `sqlite:./ctxdedup-ingest.sqlite`;
+   * the path must name a file, not `:memory:`), `redis://host:port[/db]` (shared between
+   * instances), or an {@link IngestStore} instance.
    */
   store?: string | IngestStore;
   /** Default TTL for every namespace (see {@link NamespaceOptions.ttlSeconds}). */
@@ -192,7 +193,8 @@ export class IngestIndex {
 
   /**
    * Validates the options and opens the store.
-   * @throws TypeError / RangeError naming the bad option; Error if the store cannot be opened.
+   * @throws TypeError / RangeError naming the bad option; Error if the store cannot be opened
+   *   (for `sqlite:<path>`, naming the file, with SQLite's own error as `cause`).
    */
   static async open(options: IngestIndexOptions = {}): Promise<IngestIndex> {
     expectOptions(options);

@@ -125,6 +125,7 @@ export function parseMemoryConfig(toml: string, source = 'config'): MemoryConfig
  * @throws TypeError for an unknown spec.
  */
 export async function openMemoryStore(spec: string, options: { collection?: string } = {}): Promise<MemoryStore> {
+  if (typeof spec !== 'string') typeError('store', `must be 'sqlite:<path>', 'chroma:<url>' or 'memory', got ${describe(spec)}`);
   if (spec === 'memory') {
     const { InMemoryStore } = await import('./memory-store.js');
     return new InMemoryStore();
