@@ -130,6 +130,8 @@ function run(
       recencyStart: clampRecencyStart(recencyStart, messages.length),
       exact: passes.exact,
       fuzzyThreshold: passes.fuzzyThreshold,
+      // Bug-compatible by contract: CCE's `a -dup-> c -near-dup-> d` chains stay.
+      visibleTargets: false,
     }),
   );
 }
