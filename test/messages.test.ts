@@ -723,6 +723,40 @@ describe('dedupeMessages: bad input', () => {
   });
 });
 
+describe('dedupeMessages: validation gaps (issue 12)', () => {
+  const A = text('gap');
+  const input = [msg('m0', A), msg('m1', A)];
+
+  it('reference: { exact: undefined } means the default template, like every other absent option', () => {
+    const defaults = dedupeMessages(input);
+    expect(dedupeMessages(input, { reference: { exact: undefined } })).toEqual(defaults);
+    expect(dedupeMessages(input, { reference: { exact: undefined, fuzzy: undefined } })).toEqual(defaults);
+    expect(dedupeMessages(input, { reference: { exact: 'E {keepId}', fuzzy: undefined } }).messages[0]?.content).toBe('E m1');
+    expect(() => dedupeMessages(input, { reference: unsafe({ exact: null }) })).toThrow(new TypeError('options.reference.exact must be a string, got null'));
+    // Only own properties: an inherited template is not an option.
+    const inherited = Object.create({ exact: 'inherited {keepId}' }) as Record<string, unknown>;
+    expect(dedupeMessages(input, { reference: unsafe(inherited) })).toEqual(defaults);
+  });
+
+  it('restoreMessages: a hole comes back as undefined at its index', () => {
+    const { messages, verbatim } = dedupeMessages(input);
+    const sparse = unsafe<Message[]>([messages[0], , messages[1]]);
+    const restored = restoreMessages(sparse, verbatim);
+    expect(restored).toHaveLength(3);
+    expect(1 in restored).toBe(true);
+    expect(restored).toEqual([input[0], undefined, input[1]]);
+  });
+
+  it('error messages never fail to build (BigInt, cyclic, null-prototype values)', () => {
+    const cyclic: Record<string, unknown> = {};
+    cyclic['self'] = cyclic;
+    expect(() => dedupeMessages(input, { keep: unsafe(10n) })).toThrow(new TypeError("options.keep must be 'latest' or 'earliest', got 10n"));
+    expect(() => dedupeMessages(input, { keep: unsafe(Object.create(null)) })).toThrow(new TypeError("options.keep must be 'latest' or 'earliest', got {}"));
+    expect(() => dedupeMessages(input, { keep: unsafe(cyclic) })).toThrow(new TypeError("options.keep must be 'latest' or 'earliest', got an object"));
+    expect(() => dedupeMessages(input, { keep: unsafe(Symbol('k')) })).toThrow(new TypeError("options.keep must be 'latest' or 'earliest', got Symbol(k)"));
+  });
+});
+
 describe('dedupeMessagesAsync', () => {
   const base = text('async', 16);
   const input = [msg('a', base), msg('b', base.replace('line 4', 'line four')), msg('c', text('other')), msg('d', base), msg('e', 'short')];
