@@ -3,7 +3,7 @@
  * character-trigram features, computed natively).
  * @module
  */
-import { optionalNumber } from '../errors.js';
+import { expectOptions, optionalNumber } from '../errors.js';
 import { native } from '../native.js';
 
 /** Any async text embedder, e.g. a call to an embeddings API or a local sentence model. */
@@ -42,6 +42,7 @@ export const HASHED_EMBEDDING_THRESHOLDS: RecommendedThresholds = Object.freeze(
  * embedder in production; use this for tests, offline tools and as a fallback.
  */
 export function hashedEmbedding(options: HashedEmbeddingOptions = {}): CalibratedEmbedFunction {
+  expectOptions(options);
   const dim = optionalNumber(options.dim, 'options.dim', 512, { min: 1, max: 65536, integer: true });
   const embed = async (texts: string[]): Promise<Float32Array[]> => {
     const flat = texts.length >= 256 ? await native.embedHashedNgramsAsync(texts, dim) : native.embedHashedNgrams(texts, dim);

@@ -17,7 +17,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { describe } from '../errors.js';
+import { describe, show } from '../errors.js';
 import {
   DEFAULT_STORE,
   IngestIndex,
@@ -136,9 +136,9 @@ function isValidationError(error: unknown): boolean {
 export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
   const host = options.host ?? '127.0.0.1';
   const port = options.port ?? DEFAULT_PORT;
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new RangeError(`options.port must be an integer in [0, 65535], got ${port}`);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new RangeError(`options.port must be an integer in [0, 65535], got ${show(port)}`);
   const maxBody = options.maxBody ?? DEFAULT_MAX_BODY;
-  if (!Number.isInteger(maxBody) || maxBody < 1) throw new RangeError(`options.maxBody must be a positive integer (bytes), got ${maxBody}`);
+  if (!Number.isInteger(maxBody) || maxBody < 1) throw new RangeError(`options.maxBody must be a positive integer (bytes), got ${show(maxBody)}`);
   if (options.token !== undefined && (typeof options.token !== 'string' || options.token === '')) {
     throw new TypeError(`options.token must be a non-empty string, got ${describe(options.token)}`);
   }
