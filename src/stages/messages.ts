@@ -5,6 +5,12 @@
  * linked by multiset line Jaccard (normalized lines, fingerprint and length-ratio filters) and
  * grouped transitively. One copy of each group stays; the others become short reference tags,
  * and the originals go to a verbatim map so {@link restoreMessages} gives the input back.
+ *
+ * Visible targets: a reference always points at a message that is in the output in full. The
+ * exact pass runs first, and an exact group's kept copy takes part in the fuzzy pass; if it is
+ * then replaced as a near duplicate, its exact copies refer to the near-duplicate group's kept
+ * message instead (as `fuzzy` decisions, with its similarity), never to a tag. `ctxdedup/cce`
+ * keeps context-compression-engine's chains instead.
  * @module
  */
 import {
@@ -100,8 +106,12 @@ export interface DedupeMessagesOptions {
 export interface MessageDecision {
   index: number;
   id: string;
+  /**
+   * `exact`: the kept message has the same content. `fuzzy`: a near duplicate of it (also an
+   * exact copy of a message that was itself replaced as a near duplicate of it).
+   */
   kind: 'exact' | 'fuzzy';
-  /** The message kept in full. */
+  /** The message kept in full: never itself replaced, so the reference can be followed in the output. */
   duplicateOfIndex: number;
   duplicateOfId: string;
   /** Fuzzy only: similarity to the kept message. */

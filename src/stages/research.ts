@@ -19,9 +19,12 @@ export type Source = Record<string, unknown>;
 
 /** Options of {@link dedupeSources}. */
 export interface DedupeSourcesOptions {
-  /** Field holding the credibility score (a finite number; missing counts as 0). Default `credibility_score`. */
+  /**
+   * Field holding the credibility score (a finite number; missing counts as 0). Default
+   * `credibility_score`. Read as an own property only, never from the prototype chain.
+   */
   credibilityField?: string;
-  /** Field holding the URL. Default `url`. */
+  /** Field holding the URL (an own property). Default `url`. */
   urlField?: string;
   /** Group by {@link canonicalizeUrl} of the URL instead of the exact string. Default `false`. */
   canonicalizeUrls?: boolean;
