@@ -183,7 +183,8 @@ pub struct AnalyzeOptions {
 }
 
 /// Both passes in one call: exact first, then fuzzy over the eligible messages the exact pass
-/// did not annotate (keep targets of exact groups take part, giving `a -dup-> c -near-> d`).
+/// did not annotate (keep targets of exact groups take part, giving `a -dup-> c -near-> d`,
+/// which [`AnalyzeOptions::visible_targets`] resolves to `a -near-> d`).
 /// `fuzzy_excluded[i]` additionally keeps message `i` out of the fuzzy pass (a caller that ran
 /// the exact pass elsewhere passes its annotated messages here).
 pub fn analyze<S: Utf16Source>(
