@@ -18,6 +18,12 @@ export interface NativeAnalyzeOptions {
   recencyStart: number;
   exact: boolean;
   fuzzyThreshold?: number | undefined;
+  /**
+   * `true` (the default): a reference only ever points at a message kept in full (annotated
+   * messages at `index >= recencyStart` stay in full). `false`: context-compression-engine's
+   * behaviour, where an exact duplicate may point at a message replaced as a near duplicate.
+   */
+  visibleTargets?: boolean | undefined;
 }
 
 /** Annotations as parallel columns; exact and fuzzy are disjoint. @internal */

@@ -7,7 +7,7 @@
  * @module
  */
 import { createRequire } from 'node:module';
-import { describe, rangeError, typeError } from './errors.js';
+import { describe, rangeError, show, typeError } from './errors.js';
 
 /** Counts the tokens of a text. Must return a non-negative integer. */
 export type TokenCounter = (text: string) => number;
@@ -41,7 +41,7 @@ const PLAIN_TEXT = { disallowedSpecial: new Set<string>() };
  */
 export function tokenCounter(encoding: TokenEncoding = DEFAULT_ENCODING): TokenCounter {
   if (!ENCODINGS.includes(encoding)) {
-    typeError('encoding', `must be one of ${ENCODINGS.join(', ')}, got ${String(encoding)}`);
+    typeError('encoding', `must be one of ${ENCODINGS.join(', ')}, got ${show(encoding)}`);
   }
   let counter = loaded.get(encoding);
   if (counter === undefined) {

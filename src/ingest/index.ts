@@ -19,7 +19,7 @@
  * @module
  */
 import { randomUUID } from 'node:crypto';
-import { describe, expectArray, expectObject, expectOptions, optionalNumber, rangeError, typeError } from '../errors.js';
+import { describe, expectArray, expectObject, expectOptions, optionalNumber, rangeError, show, typeError } from '../errors.js';
 import { DEFAULT_ASYNC_THRESHOLD, hashBatch, type Hashing } from './hash.js';
 import { DEFAULT_NEAR_WINDOW_MAX_CHARS, NearWindows, nearOption, type NearCandidate, type NearDuplicateOptions, type NearSettings } from './near.js';
 import type { SqliteStoreOptions } from './sqlite-store.js';
@@ -214,7 +214,7 @@ export class IngestIndex {
     optionalNumber(options.maxBatchItems, 'options.maxBatchItems', 0, { min: 1, integer: true });
     optionalNumber(options.asyncThreshold, 'options.asyncThreshold', 0, { min: 0 });
     if (options.hashing !== undefined && options.hashing !== 'native' && options.hashing !== 'js') {
-      typeError('options.hashing', `must be 'native' or 'js', got ${JSON.stringify(options.hashing)}`);
+      typeError('options.hashing', `must be 'native' or 'js', got ${show(options.hashing)}`);
     }
     if (options.sqlite !== undefined) {
       expectObject(options.sqlite, 'options.sqlite');

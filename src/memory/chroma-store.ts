@@ -40,6 +40,7 @@ import { randomUUID } from 'node:crypto';
 import type { ChromaClient, Collection, EmbeddingFunction, Metadata } from 'chromadb';
 import type { AuditEntry, AuditLog, AuditRecord } from './audit.js';
 import type { MemoryStore, NearestMemory, StoredMemory } from './store.js';
+import { show } from '../errors.js';
 
 /** Where {@link ChromaMemoryStore.connect} goes when no URL is given (Chroma's default port). */
 export const DEFAULT_CHROMA_URL = 'http://127.0.0.1:8000';
@@ -228,7 +229,7 @@ export class ChromaMemoryStore implements MemoryStore {
 
   async nearest(vector: Float32Array, k: number): Promise<NearestMemory[]> {
     expectVector(vector, 'vector');
-    if (typeof k !== 'number' || !Number.isInteger(k) || k < 0) throw new RangeError(`k must be a non-negative integer, got ${String(k)}`);
+    if (typeof k !== 'number' || !Number.isInteger(k) || k < 0) throw new RangeError(`k must be a non-negative integer, got ${show(k)}`);
     this.#checkOpen();
     if (k === 0) return [];
     const query = Array.from(vector);
@@ -477,7 +478,7 @@ function toRecord(memory: StoredMemory, path: string): ChromaRecord {
   const metadata: Metadata = { [HAS_TIMESTAMP_KEY]: memory.timestamp !== undefined, [METADATA_KEY]: '' };
   if (memory.timestamp !== undefined) {
     if (typeof memory.timestamp !== 'number' || !Number.isFinite(memory.timestamp)) {
-      throw new TypeError(`${path}.timestamp must be a finite number, got ${String(memory.timestamp)}`);
+      throw new TypeError(`${path}.timestamp must be a finite number, got ${show(memory.timestamp)}`);
     }
     metadata[TIMESTAMP_KEY] = memory.timestamp;
   }
@@ -568,7 +569,7 @@ function expectVector(vector: unknown, path: string): asserts vector is Float32A
   if (!(vector instanceof Float32Array)) throw new TypeError(`${path} must be a Float32Array`);
   if (vector.length === 0) throw new RangeError(`${path} is empty`);
   for (let i = 0; i < vector.length; i++) {
-    if (!Number.isFinite(vector[i]!)) throw new RangeError(`${path}[${i}] is ${String(vector[i])}`);
+    if (!Number.isFinite(vector[i]!)) throw new RangeError(`${path}[${i}] is ${show(vector[i])}`);
   }
 }
 

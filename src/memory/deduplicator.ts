@@ -10,7 +10,7 @@
  * merged) memory is written before anything is deleted; and `undo(id)` puts a recorded memory back.
  * @module
  */
-import { describe, expectObject, expectOptions, optionalBoolean, rangeError, typeError } from '../errors.js';
+import { describe, expectObject, expectOptions, optionalBoolean, rangeError, show, typeError } from '../errors.js';
 import { native } from '../native.js';
 import { type AuditEntry, type AuditLog, InMemoryAuditLog } from './audit.js';
 import { type EmbedFunction, type RecommendedThresholds, hashedEmbedding } from './embedding.js';
@@ -402,7 +402,7 @@ export class MemoryDeduplicator {
     const dryRun = optionalBoolean(options.dryRun, 'options.dryRun', false);
     const linkage = options.linkage ?? 'single';
     if (typeof linkage !== 'string') typeError('options.linkage', `must be 'single' or 'complete', got ${describe(linkage)}`);
-    if (linkage !== 'single' && linkage !== 'complete') rangeError('options.linkage', `must be 'single' or 'complete', got ${JSON.stringify(linkage)}`);
+    if (linkage !== 'single' && linkage !== 'complete') rangeError('options.linkage', `must be 'single' or 'complete', got ${show(linkage)}`);
     const all = (await this.store.list()).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     const report: BatchReport = {
       dryRun,

@@ -3,7 +3,7 @@
  * @internal
  * @module
  */
-import { describe, expectArray, expectObject, rangeError, typeError } from '../errors.js';
+import { describe, expectArray, expectObject, rangeError, show, typeError } from '../errors.js';
 import type { Memory, StoredMemory } from './store.js';
 
 /** The largest |timestamp| a JavaScript `Date` can hold (ms since the epoch): ±100,000,000 days. */
@@ -76,7 +76,7 @@ export function validateEmbeddings(value: unknown, count: number, dim: number | 
       const v: unknown = row[j];
       // Checked after the float32 conversion too: 1e39 is finite but overflows to Infinity.
       if (typeof v !== 'number' || !Number.isFinite(vector[j])) {
-        typeError(`${path}[${i}][${j}]`, `must be a finite float32 number, got ${String(v)}`);
+        typeError(`${path}[${i}][${j}]`, `must be a finite float32 number, got ${show(v)}`);
       }
     }
     vectors.push(vector);

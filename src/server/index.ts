@@ -22,7 +22,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { isIPv4 } from 'node:net';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { describe } from '../errors.js';
+import { describe, show } from '../errors.js';
 import {
   DEFAULT_STORE,
   IngestIndex,
@@ -218,9 +218,9 @@ function isValidationError(error: unknown): boolean {
 export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
   const host = options.host ?? '127.0.0.1';
   const port = options.port ?? DEFAULT_PORT;
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new RangeError(`options.port must be an integer in [0, 65535], got ${port}`);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new RangeError(`options.port must be an integer in [0, 65535], got ${show(port)}`);
   const maxBody = options.maxBody ?? DEFAULT_MAX_BODY;
-  if (!Number.isInteger(maxBody) || maxBody < 1) throw new RangeError(`options.maxBody must be a positive integer (bytes), got ${maxBody}`);
+  if (!Number.isInteger(maxBody) || maxBody < 1) throw new RangeError(`options.maxBody must be a positive integer (bytes), got ${show(maxBody)}`);
   if (typeof host !== 'string') throw new TypeError(`options.host must be a non-empty string, got ${describe(host)}`);
   if (host.trim() === '') throw new TypeError('options.host is empty');
   if (options.token !== undefined) {
@@ -234,7 +234,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   }
   if (options.token === undefined && !allowUnauthenticated && !isLoopbackHost(host)) {
     throw new RangeError(
-      `options.host ${JSON.stringify(host)} is not a loopback address and options.token is not set: anyone who can reach it could write; set options.token, or options.allowUnauthenticated: true`,
+      `options.host ${show(host)} is not a loopback address and options.token is not set: anyone who can reach it could write; set options.token, or options.allowUnauthenticated: true`,
     );
   }
   const bodyTimeoutMs = options.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS;

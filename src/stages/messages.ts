@@ -5,6 +5,12 @@
  * linked by multiset line Jaccard (normalized lines, fingerprint and length-ratio filters) and
  * grouped transitively. One copy of each group stays; the others become short reference tags,
  * and the originals go to a verbatim map so {@link restoreMessages} gives the input back.
+ *
+ * Visible targets: a reference always points at a message that is in the output in full. The
+ * exact pass runs first, and an exact group's kept copy takes part in the fuzzy pass; if it is
+ * then replaced as a near duplicate, its exact copies refer to the near-duplicate group's kept
+ * message instead (as `fuzzy` decisions, with its similarity), never to a tag. `ctxdedup/cce`
+ * keeps context-compression-engine's chains instead.
  * @module
  */
 import {
@@ -16,6 +22,7 @@ import {
   optionalNumber,
   optionalStrings,
   setOwn,
+  show,
   typeError,
 } from '../errors.js';
 import { native, type NativeAnalysis } from '../native.js';
@@ -99,8 +106,12 @@ export interface DedupeMessagesOptions {
 export interface MessageDecision {
   index: number;
   id: string;
+  /**
+   * `exact`: the kept message has the same content. `fuzzy`: a near duplicate of it (also an
+   * exact copy of a message that was itself replaced as a near duplicate of it).
+   */
   kind: 'exact' | 'fuzzy';
-  /** The message kept in full. */
+  /** The message kept in full: never itself replaced, so the reference can be followed in the output. */
   duplicateOfIndex: number;
   duplicateOfId: string;
   /** Fuzzy only: similarity to the kept message. */
@@ -168,9 +179,14 @@ function referenceOf(option: unknown): (info: ReferenceInfo) => string {
     };
   }
   if (option !== undefined) expectObject(option, 'options.reference');
-  const templates = { ...DEFAULT_TEMPLATES, ...(option as ReferenceTemplates | undefined) };
+  const given = (option ?? {}) as Record<string, unknown>;
+  const templates = { ...DEFAULT_TEMPLATES };
   for (const kind of ['exact', 'fuzzy'] as const) {
-    if (typeof templates[kind] !== 'string') typeError(`options.reference.${kind}`, 'must be a string');
+    // An absent or `undefined` template means the default, like every other option.
+    const template = Object.hasOwn(given, kind) ? given[kind] : undefined;
+    if (template === undefined) continue;
+    if (typeof template !== 'string') typeError(`options.reference.${kind}`, `must be a string, got ${describe(template)}`);
+    templates[kind] = template;
   }
   return (info) => fill(templates[info.kind], info);
 }
@@ -185,11 +201,11 @@ function plan(messages: unknown, options: DedupeMessagesOptions | undefined): Pl
     expectObject(m, `messages[${i}]`);
     const id = m['id'];
     if (typeof id !== 'string') typeError(`messages[${i}].id`, `must be a string (it keys the verbatim map), got ${describe(id)}`);
-    if (seen.has(id)) typeError(`messages[${i}].id`, `duplicates an earlier id: ${JSON.stringify(id)}`);
+    if (seen.has(id)) typeError(`messages[${i}].id`, `duplicates an earlier id: ${show(id)}`);
     seen.add(id);
   }
   const keep = o['keep'] ?? 'latest';
-  if (keep !== 'latest' && keep !== 'earliest') typeError('options.keep', `must be 'latest' or 'earliest', got ${String(keep)}`);
+  if (keep !== 'latest' && keep !== 'earliest') typeError('options.keep', `must be 'latest' or 'earliest', got ${show(keep)}`);
   const recencyWindow = optionalNumber(o['recencyWindow'], 'options.recencyWindow', 0, { min: 0, integer: true });
   const minChars = optionalNumber(o['minChars'], 'options.minChars', 200, { min: 0, max: 2 ** 32 - 1, integer: true });
   const threshold = optionalNumber(o['threshold'], 'options.threshold', 0.85, { min: 0, max: 1 });
@@ -322,9 +338,12 @@ export async function dedupeMessagesAsync<M extends Message>(
 export function restoreMessages<M extends Message>(messages: readonly M[], verbatim: Record<string, M>): M[] {
   expectArray(messages, 'messages');
   expectObject(verbatim, 'verbatim');
-  return messages.map((m) => {
+  // An indexed loop, not map: a hole comes back as `undefined` at its index, not as a hole.
+  const out = new Array<M>(messages.length);
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i] as M;
     const marker = (m as Message | undefined)?.metadata?.['ctxdedup'];
-    if (marker === undefined || typeof m.id !== 'string' || !Object.hasOwn(verbatim, m.id)) return m;
-    return verbatim[m.id] as M;
-  });
+    out[i] = marker === undefined || typeof m.id !== 'string' || !Object.hasOwn(verbatim, m.id) ? m : (verbatim[m.id] as M);
+  }
+  return out;
 }

@@ -62,6 +62,9 @@ pub struct NativeAnalyzeOptions {
     pub recency_start: u32,
     pub exact: bool,
     pub fuzzy_threshold: Option<f64>,
+    /// Whether a reference may only point at a message kept in full (default `true`, ctxdedup's
+    /// rule; `false` is context-compression-engine's behaviour, chains included).
+    pub visible_targets: Option<bool>,
 }
 
 /// Annotations as parallel typed arrays (exact first, then fuzzy).
@@ -91,6 +94,10 @@ fn core_options(options: &NativeAnalyzeOptions) -> AnalyzeOptions {
         },
         exact: options.exact,
         fuzzy_threshold: options.fuzzy_threshold,
+        visible_targets: options
+            .visible_targets
+            .unwrap_or(true)
+            .then_some(options.recency_start as usize),
     }
 }
 
