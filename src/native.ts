@@ -117,23 +117,39 @@ export interface NativeBinding {
   embedHashedNgramsAsync(texts: string[], dim: number): Promise<Float32Array>;
 }
 
-/**
- * napi platform ids this process can load, most likely first, e.g. `linux-x64-gnu`. On Linux
- * both libc flavours are candidates; a binary for the wrong one fails to load and the next is tried.
- */
-function platformIds(): string[] {
-  const { platform, arch } = process;
-  if (platform === 'linux') return [`linux-${arch}-gnu`, `linux-${arch}-musl`];
-  if (platform === 'win32') return [`win32-${arch}-msvc`];
-  return [`${platform}-${arch}`];
+/** Whether this Linux process runs on musl rather than glibc (as napi-rs's own loaders decide). */
+function isMusl(): boolean {
+  try {
+    return readFileSync('/usr/bin/ldd', 'utf8').includes('musl');
+  } catch {
+    // No ldd (a minimal image): glibc reports its version in the process report, musl does not.
+    const header = (process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)?.header;
+    return header?.glibcVersionRuntime === undefined;
+  }
 }
 
-function packageRoot(): string {
+/** The napi platform id of this process, e.g. `linux-x64-gnu`, `darwin-arm64`, `win32-x64-msvc`. */
+function platformId(): string {
+  const { platform, arch } = process;
+  if (platform === 'linux') return `linux-${arch}-${isMusl() ? 'musl' : 'gnu'}`;
+  if (platform === 'win32') return `win32-${arch}-msvc`;
+  return `${platform}-${arch}`;
+}
+
+interface Manifest {
+  name?: string;
+  version?: string;
+  optionalDependencies?: Record<string, string>;
+}
+
+/** The directory and manifest of the ctxdedup package this module belongs to. */
+function packageRoot(): { dir: string; manifest: Manifest } {
   let dir = dirname(fileURLToPath(import.meta.url));
   for (;;) {
-    const manifest = join(dir, 'package.json');
-    if (existsSync(manifest) && (JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string }).name === 'ctxdedup') {
-      return dir;
+    const path = join(dir, 'package.json');
+    if (existsSync(path)) {
+      const manifest = JSON.parse(readFileSync(path, 'utf8')) as Manifest;
+      if (manifest.name === 'ctxdedup') return { dir, manifest };
     }
     const parent = dirname(dir);
     if (parent === dir) throw new Error('ctxdedup: cannot locate the package root');
@@ -141,27 +157,55 @@ function packageRoot(): string {
   }
 }
 
+/**
+ * Loads the addon, from (in order) `CTXDEDUP_NATIVE_PATH`, a build from source in this checkout
+ * (`npm/<platform>/`, where `npm run build:native` puts it), or the prebuilt per-platform package
+ * `ctxdedup-<platform>` (an optional dependency of ctxdedup, which npm installs on that platform
+ * only).
+ * @throws Error naming the platform and the package to install when none of them loads.
+ */
 function load(): NativeBinding {
   const require = createRequire(import.meta.url);
-  const ids = platformIds();
-  const root = packageRoot();
+  const id = platformId();
+  const { dir: root, manifest } = packageRoot();
+  const binary = `ctxdedup.${id}.node`;
+  const pkg = `ctxdedup-${id}`;
   const override = process.env['CTXDEDUP_NATIVE_PATH'];
-  const candidates = [
-    ...(override ? [override] : []),
-    ...ids.map((id) => join(root, 'npm', id, `ctxdedup.${id}.node`)).filter((path) => existsSync(path)),
-    ...ids.map((id) => `ctxdedup-${id}`),
-  ];
+  const local = join(root, 'npm', id, binary);
+  const candidates = [...(override ? [override] : []), ...(existsSync(local) ? [local] : []), pkg];
   const failures: string[] = [];
+  let packageMissing = false;
   for (const candidate of candidates) {
     try {
       return require(candidate) as NativeBinding;
     } catch (error) {
-      failures.push(`${candidate}: ${(error as Error).message.split('\n')[0]}`);
+      const { code, message } = error as { code?: unknown; message?: unknown };
+      if (candidate === pkg && code === 'MODULE_NOT_FOUND' && String(message).includes(`'${pkg}'`)) {
+        packageMissing = true;
+      } else {
+        failures.push(`${candidate}: ${String(message).split('\n')[0]}`);
+      }
     }
   }
+  const version = manifest.version ?? 'latest';
+  const prebuilt = Object.keys(manifest.optionalDependencies ?? {})
+    .filter((name) => name.startsWith('ctxdedup-'))
+    .map((name) => name.slice('ctxdedup-'.length));
+  const fromSource = 'or build it from source in a clone of the repository (`npm install`, needs Rust: https://rustup.rs)';
+  let advice: string;
+  if (!prebuilt.includes(id)) {
+    advice = `no prebuilt package exists for ${id} (prebuilt: ${prebuilt.join(', ') || 'none'}): ${fromSource}.`;
+  } else if (packageMissing) {
+    advice =
+      `install the package ${pkg}@${version} (\`npm install ${pkg}@${version}\`), ${fromSource}. ` +
+      'npm installs it with ctxdedup as an optional dependency, unless optional dependencies were omitted ' +
+      '(--omit=optional, --no-optional) or the lockfile was made on another platform.';
+  } else {
+    advice = `the installed ${pkg} failed to load; reinstall ${pkg}@${version}, ${fromSource}.`;
+  }
   throw new Error(
-    `ctxdedup: no native addon for ${ids.join(' / ')}. Build it with \`npm run build:native\` (needs Rust).\n` +
-      failures.map((f) => `  tried ${f}`).join('\n'),
+    `ctxdedup: no native addon for ${id} (Node.js ${process.version}): ${advice}` +
+      failures.map((f) => `\n  tried ${f}`).join(''),
   );
 }
 
