@@ -148,6 +148,20 @@ describe('ctxdedup binary when stdout fails (issue 12, item 8)', () => {
       expect(readFileSync(file, 'utf8')).toBe(conversation);
     }
   });
+
+  it('refuses an output that is the file stdin is redirected from (- -o in.json < in.json)', () => {
+    const file = join(tmp.dir, 'stdin.json');
+    writeFileSync(file, conversation);
+    const fd = openSync(file, 'r');
+    try {
+      const r = spawnSync(process.execPath, [BIN, 'dedupe', '-', '-o', file], { cwd: ROOT, stdio: [fd, 'pipe', 'pipe'], encoding: 'utf8' });
+      expect(r.status, r.stderr).toBe(2);
+      expect(r.stderr).toMatch(/^ctxdedup: -o [^\n]* would overwrite an input [^\n]*stdin[^\n]*\n$/);
+    } finally {
+      closeSync(fd);
+    }
+    expect(readFileSync(file, 'utf8')).toBe(conversation);
+  });
 });
 
 /** Width, height and a rough "is anything drawn" measure of a PNG. */

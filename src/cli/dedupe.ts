@@ -106,7 +106,7 @@ export async function planTargets(
 /**
  * Checks, before any work, that no output of a command (`targets`, then `extra` outputs such as
  * the verbatim file) is one of its inputs (`files`, then `extraInputs`) or another of its
- * outputs, stdout included when it is redirected to a file; see {@link checkPaths}.
+ * outputs, stdin and stdout included when redirected from or to a file; see {@link checkPaths}.
  * @returns the targets and the extra outputs, with real paths (write there)
  * @throws UsageError naming both paths
  */
@@ -115,13 +115,13 @@ export async function checkOutputs(
   extraInputs: readonly PathUse[],
   targets: readonly Target[],
   extra: readonly PathUse[],
-  stdout: Writable,
+  io: Pick<CliIO, 'stdin' | 'stdout'>,
 ): Promise<{ targets: Target[]; extra: string[] }> {
   const inputs: PathUse[] = [...files.filter((f) => f.path !== '-').map((f) => ({ path: f.path, role: 'input' })), ...extraInputs];
   const outputs: PathUse[] = [];
   for (const t of targets) if (t.kind === 'file') outputs.push({ path: t.path, role: '-o' });
   outputs.push(...extra);
-  const real = await checkPaths(inputs, outputs, stdout);
+  const real = await checkPaths(inputs, outputs, { stdout: io.stdout, ...(files.some((f) => f.path === '-') ? { stdin: io.stdin } : {}) });
   let k = 0;
   const resolved = targets.map((t): Target => (t.kind === 'file' ? { kind: 'file', path: real[k++] as string } : t));
   return { targets: resolved, extra: real.slice(k) };
@@ -173,7 +173,7 @@ export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise
   const extra: PathUse[] = [];
   if (o.verbatim !== undefined) extra.push({ path: o.verbatim, role: '--verbatim' });
   if (o.report !== undefined) extra.push({ path: o.report, role: '--report' });
-  const checked = await checkOutputs(files, [], planned, extra, io.stdout);
+  const checked = await checkOutputs(files, [], planned, extra, io);
   const targets = checked.targets;
   const verbatimPath = o.verbatim === undefined ? undefined : checked.extra[0];
   const reportPath = o.report === undefined ? undefined : checked.extra[extra.length - 1];

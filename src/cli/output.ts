@@ -52,7 +52,8 @@ export class Sink {
       } catch (error) {
         throw new OutputError(target.path, error);
       }
-      sink.tmp = join(dirname(target.path), `.${basename(target.path)}.${randomBytes(6).toString('hex')}.ctxdedup.tmp`);
+      // Beside the target (a rename within one folder is atomic), hidden, never over a file.
+      sink.tmp = join(dirname(target.path), `.${basename(target.path).slice(0, 200)}.${randomBytes(6).toString('hex')}.ctxdedup.tmp`);
       const file = createWriteStream(sink.tmp, { flags: 'wx', highWaterMark: 1 << 20 });
       file.on('error', sink.onError);
       sink.file = file;
@@ -208,6 +209,16 @@ export class Sink {
     if (this.tmp !== undefined) await rm(this.tmp, { force: true });
     this.tmp = undefined;
   }
+}
+
+/**
+ * Writes `text` on stdout and waits until it is taken.
+ * @throws OutputError when stdout fails (full, closed)
+ */
+export function print(stdout: Writable, text: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    stdout.write(text, (error) => (error ? reject(new OutputError('stdout', error)) : resolve()));
+  });
 }
 
 /**

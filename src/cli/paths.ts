@@ -83,27 +83,43 @@ export function streamFile(stream: unknown): string | undefined {
   }
 }
 
+/** Names a path in a message: `input in.json`, or what stdin is redirected from. */
+function describe(use: PathUse): string {
+  return use.role === 'stdin' ? 'the file stdin is redirected from' : `${use.role} ${use.path}`;
+}
+
+/** The standard streams of a command, when it uses them: a regular file behind one counts. */
+export interface StdStreams {
+  /** Read as an input (`-`). */
+  stdin?: unknown;
+  /** Written (output or report). */
+  stdout?: unknown;
+}
+
 /**
  * Checks, before any work, that no output is an input or another output, and that every output
  * can be a regular file. Inputs are compared by identity (device and inode, so symlinks and hard
  * links count), outputs that do not exist yet by their real path.
  * @param inputs - files the command reads (stdin excluded)
  * @param outputs - files the command writes
- * @param stdout - the command's stdout, when it writes there: a regular file behind it counts as an output
+ * @param streams - stdin and stdout, when redirected from or to a file
  * @returns the real path of every output (write there, not through a symlink)
  * @throws UsageError naming both paths
  */
-export async function checkPaths(inputs: readonly PathUse[], outputs: readonly PathUse[], stdout?: unknown): Promise<string[]> {
-  const read = new Map<string, ResolvedPath>();
+export async function checkPaths(inputs: readonly PathUse[], outputs: readonly PathUse[], streams: StdStreams = {}): Promise<string[]> {
+  const read = new Map<string, PathUse>();
+  const stdinId = streamFile(streams.stdin);
+  if (stdinId !== undefined) read.set(stdinId, { path: '(redirected stdin)', role: 'stdin' });
   for (const input of inputs) {
     const r = await resolveUse(input);
     if (!read.has(r.id)) read.set(r.id, r);
   }
+  const stdout = streams.stdout;
   const written = new Map<string, PathUse>();
   const stdoutId = streamFile(stdout);
   if (stdoutId !== undefined) {
     const input = read.get(stdoutId);
-    if (input !== undefined) throw new UsageError(`stdout is redirected to the ${input.role} ${input.path}: it would overwrite what it reads`);
+    if (input !== undefined) throw new UsageError(`stdout is redirected to ${describe(input)}: it would overwrite what it reads`);
     written.set(stdoutId, { path: '(redirected stdout)', role: 'stdout' });
   }
   const paths: string[] = [];
@@ -113,7 +129,7 @@ export async function checkPaths(inputs: readonly PathUse[], outputs: readonly P
     if (r.kind === 'other') throw new UsageError(`${r.role} ${r.path} is not a regular file (outputs are written to a temporary file and renamed into place)`);
     const input = read.get(r.id);
     if (input !== undefined) {
-      const same = input.path === r.path ? '' : ` (${input.role} ${input.path})`;
+      const same = input.path === r.path ? '' : ` (${describe(input)})`;
       throw new UsageError(`${r.role} ${r.path} would overwrite an input${same}`);
     }
     const other = written.get(r.id);

@@ -100,7 +100,7 @@ export async function restoreCommand(o: RestoreCommandOptions, io: CliIO): Promi
   const { files, directories } = await discover(o.inputs);
   const planned = await planTargets(files, directories, o.out, false, io.stdout);
   // The verbatim file is read too: no output may overwrite it.
-  const { targets } = await checkOutputs(files, [{ path: o.verbatim, role: '--verbatim' }], planned, [], io.stdout);
+  const { targets } = await checkOutputs(files, [{ path: o.verbatim, role: '--verbatim' }], planned, [], io);
   const { entries, skipped } = await loadVerbatim(o.verbatim, io);
   // A single file may have been renamed by -o: then match its sessions by line only.
   const single = files.length === 1 && directories === 0;

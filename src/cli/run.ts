@@ -2,13 +2,13 @@
  * The `ctxdedup` command line: argument parsing, output of reports, and exit codes.
  * @module
  */
-import type { Writable } from 'node:stream';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { dedupeCommand, type CliIO, type DedupeEngine } from './dedupe.js';
 import { DataError, EXIT, OutputError, UsageError } from './errors.js';
 import { FORMATS, type FormatName } from './formats.js';
 import { renderText } from './report.js';
 import { addMemoriesCommand } from './memories.js';
+import { print } from './output.js';
 import { restoreCommand } from './restore.js';
 
 const VERSION = '0.1.0';
@@ -30,13 +30,6 @@ function bounded(name: string, min: number, max: number) {
     if (!/^\s*\d+\s*$/.test(value) || !Number.isSafeInteger(n) || n < min || n > max) throw new InvalidArgumentError(`${name} must be an integer from ${min} to ${max}`);
     return n;
   };
-}
-
-/** Writes `text` on stdout and waits until it is taken. @throws OutputError when stdout fails */
-function print(stdout: Writable, text: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    stdout.write(text, (error) => (error ? reject(new OutputError('stdout', error)) : resolve()));
-  });
 }
 
 function fraction(value: string): number {
