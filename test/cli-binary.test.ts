@@ -138,6 +138,22 @@ describe('ctxdedup binary when stdout fails (issue 12, item 8)', () => {
     expect(code).toBe(1);
   });
 
+  it('a file output that cannot be written (EFBIG under ulimit -f) leaves the old output and no verbatim file', () => {
+    const file = join(tmp.dir, 'efbig.jsonl');
+    const record = (i: number): string => JSON.stringify({ session: `s${i}`, messages: [{ role: 'user', content: 'u'.repeat(300) }, { role: 'user', content: 'u'.repeat(300) }, { role: 'user', content: `${i} `.repeat(300) }] });
+    writeFileSync(file, Array.from({ length: 2000 }, (_, i) => record(i)).join('\n') + '\n');
+    const out = join(tmp.dir, 'efbig-out.jsonl');
+    const v = join(tmp.dir, 'efbig.verbatim.jsonl');
+    writeFileSync(out, 'the previous output\n');
+    // Files may grow to 100 KB (the output would be about 2 MB); EFBIG instead of SIGXFSZ.
+    const r = spawnSync('/bin/sh', ['-c', 'trap "" XFSZ; ulimit -f 200; exec "$0" "$@"', process.execPath, BIN, 'dedupe', file, '-o', out, '--verbatim', v, '-q'], { cwd: ROOT, encoding: 'utf8' });
+    expect(r.stderr).toMatch(/^ctxdedup: cannot write to [^\n]*efbig-out\.jsonl: EFBIG[^\n]*\n$/);
+    expect(r.status).toBe(1);
+    expect(readFileSync(out, 'utf8')).toBe('the previous output\n');
+    expect(existsSync(v)).toBe(false);
+    expect(readdirSync(tmp.dir).filter((f) => f.includes('.tmp'))).toEqual([]);
+  });
+
   it('refuses a stdout that is one of its inputs (>> in.json)', () => {
     const file = join(tmp.dir, 'append.json');
     writeFileSync(file, conversation);
