@@ -363,6 +363,16 @@ describe('CLI faults (issue 12, item 8)', () => {
     expect(r.stderr).toMatch(/^ctxdedup: .*one\.verbatim\.jsonl\.gz: .*unexpected end of file.*\n$/);
   });
 
+  it('an input that exists but cannot be read is named with the reason, not "not found"', async () => {
+    const dir = join(tmp.dir, 'loop');
+    mkdirSync(dir);
+    symlinkSync(join(dir, 'b.json'), join(dir, 'a.json'));
+    symlinkSync(join(dir, 'a.json'), join(dir, 'b.json'));
+    const r = await cli(['dedupe', join(dir, 'a.json'), '--dry-run']);
+    expect(r.stderr).toMatch(/^ctxdedup: .*a\.json: ELOOP.*\n$/);
+    expect(r.code).toBe(1);
+  });
+
   it('--on-error skip and restore round-trip byte-exact, malformed inputs included', async () => {
     const dir = join(tmp.dir, 'skip-rt');
     mkdirSync(dir);

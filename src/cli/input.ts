@@ -76,8 +76,10 @@ export async function discover(inputs: readonly string[]): Promise<{ files: Inpu
     let info;
     try {
       info = await stat(input);
-    } catch {
-      throw new UsageError(`input not found: ${input}`);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ENOTDIR') throw new UsageError(`input not found: ${input}`);
+      throw inputError({ path: input }, error);
     }
     if (info.isDirectory()) {
       directories++;
