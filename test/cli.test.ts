@@ -305,6 +305,18 @@ describe('outputs never alias an input or each other (issue 12, item 1)', () => 
     expect(snapshot(dir)).toEqual(before);
   });
 
+  it('an output reached through symlinks is written at its real path, and the links stay', async () => {
+    const target = join(dir, 'real', 'target.json');
+    writeFileSync(target, 'old');
+    symlinkSync(target, join(dir, 'out-link.json'));
+    const r = await cli(['dedupe', join(dir, 'in.json'), '-o', join(dir, 'out-link.json'), '--verbatim', join(dir, 'linkdir', 'target.verbatim.jsonl'), '-q']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(readlinkSync(join(dir, 'out-link.json'))).toBe(target);
+    expect(readFileSync(target, 'utf8')).toMatch(TAG_IN_JSON);
+    expect(existsSync(join(dir, 'real', 'target.verbatim.jsonl'))).toBe(true);
+    expect(readlinkSync(join(dir, 'linkdir'))).toBe('real');
+  });
+
   it('a failed run commits no output, and earlier outputs stay as they were', async () => {
     const bad = join(dir, 'bad');
     mkdirSync(bad);
