@@ -31,7 +31,7 @@ export const WORKER_THRESHOLD_BYTES = 16 << 20;
 
 /** Options of {@link dedupeCommand} (already parsed from the command line). */
 export interface DedupeCommandOptions
-  extends Pick<DedupeSettings, 'keep' | 'fuzzy' | 'threshold' | 'minChars' | 'recencyWindow' | 'preserve' | 'crossSession'> {
+  extends Pick<DedupeSettings, 'keep' | 'fuzzy' | 'threshold' | 'minChars' | 'recencyWindow' | 'preserve' | 'crossSession' | 'blocks'> {
   inputs: string[];
   format?: FormatName;
   out?: string;
@@ -185,6 +185,7 @@ export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise
     recencyWindow: o.recencyWindow,
     preserve: o.preserve,
     crossSession: o.crossSession,
+    blocks: o.blocks,
     verbatim: o.verbatim !== undefined,
   };
   try {
@@ -237,6 +238,8 @@ export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise
       charsBefore: s.charsBefore,
       exact: s.exact,
       near: s.near,
+      blocks: s.blocks,
+      blockCharsSaved: s.blockCharsSaved,
       cross: crossCount,
       keptInWindow: s.keptInWindow,
     });

@@ -83,6 +83,7 @@ export async function run(argv: readonly string[], io: CliIO, hooks: RunHooks = 
     .option('--min-chars <n>', 'leave contents shorter than this alone', integer('--min-chars', 0), 200)
     .option('--recency-window <n>', 'never replace the last N messages of a session', integer('--recency-window', 0), 0)
     .option('--preserve <roles>', 'roles never deduplicated, comma-separated (default: system)', list)
+    .option('--blocks', 'also replace runs of lines already sent earlier with one-line references (lossless; needs --keep earliest)', false)
     .option('--cross-session', 'also replace tool outputs identical to one in an earlier session (exact)', false)
     .addOption(new Option('--on-error <mode>', 'on malformed input: abort (exit 1) or skip it and go on').choices(['abort', 'skip']).default('abort'))
     .addOption(new Option('--tokenizer <encoding>', 'BPE encoding for token counts').choices(['o200k_base', 'cl100k_base']).default('o200k_base'))
@@ -107,6 +108,7 @@ export async function run(argv: readonly string[], io: CliIO, hooks: RunHooks = 
           recencyWindow: opts['recencyWindow'] as number,
           preserve: (opts['preserve'] as string[] | undefined) ?? ['system'],
           crossSession: opts['crossSession'] as boolean,
+          blocks: opts['blocks'] as boolean,
           onError: opts['onError'] as 'abort' | 'skip',
           concurrency: opts['concurrency'] as number,
           jobs: opts['jobs'] as number | undefined,
