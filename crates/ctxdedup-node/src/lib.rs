@@ -11,6 +11,7 @@ mod ingest;
 mod near_window;
 mod research;
 mod strings;
+mod tokens;
 mod vectors;
 
 use ctxdedup_core::messages::{analyze, AnalyzeOptions, Annotation, Eligibility, KeepRule};
