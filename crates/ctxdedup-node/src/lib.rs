@@ -227,10 +227,9 @@ pub(crate) fn guarded<T>(what: &str, work: impl FnOnce() -> Result<T>) -> Result
     })
 }
 
-/// o200k_base token count of UTF-16 text (the block pass's net-positive rule).
-/// TODO(tokens): the native BPE counter replaces this estimate when it lands.
+/// o200k_base token count of UTF-16 text (the block pass's net-positive rule and its savings).
 pub(crate) fn tokens_o200k(units: &[u16]) -> usize {
-    units.len().div_ceil(4)
+    ctxdedup_core::tokens::count_utf16(ctxdedup_core::tokens::Encoding::O200kBase, units)
 }
 
 /// Deliberately panics; lets the test suite prove a Rust panic reaches JS as an Error.
