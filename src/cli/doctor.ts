@@ -42,6 +42,8 @@ export interface DoctorReport {
     conformanceFormat: string;
     conformanceVersion: number;
   };
+  /** The default token encoding, loaded before the self-check. */
+  tokenizer?: { encoding: string; loaded: true; milliseconds: number } | { encoding: string; loaded: false; error: string };
   selfCheck?: { passed: number; failed: number; skipped: number; milliseconds: number; failures: string[] };
   problems: string[];
 }
@@ -92,7 +94,10 @@ export async function diagnose(): Promise<DoctorReport> {
     if (addon !== undefined && addon !== version) problems.push(`the native addon is version ${addon}, the package ${version}: reinstall ctxdedup`);
   } catch (error) {
     report.addon = { loaded: false, error: error instanceof Error ? error.message : String(error) };
-    problems.push('the native addon could not be loaded');
+    problems.push(
+      `the native addon could not be loaded: reinstall ctxdedup so that npm installs its optional dependency ctxdedup-<platform> ` +
+        `(installs with --omit=optional or --no-optional skip it), or build it from source with \`npm run build:native\``,
+    );
     return report;
   }
   const { LEDGER_FORMAT, LEDGER_VERSION } = await import('../stages/resources.js');
@@ -104,6 +109,16 @@ export async function diagnose(): Promise<DoctorReport> {
     conformanceVersion: CONFORMANCE_VERSION,
   };
   const impl = await import('../index.js');
+  // Load the default tokenizer first (the resource stage counts tokens): it is a one-time cost of
+  // the process, reported on its own line, not part of the vectors' time.
+  const tokenStart = performance.now();
+  try {
+    impl.countTokens('ctxdedup doctor');
+    report.tokenizer = { encoding: impl.DEFAULT_ENCODING, loaded: true, milliseconds: Math.round(performance.now() - tokenStart) };
+  } catch (error) {
+    report.tokenizer = { encoding: impl.DEFAULT_ENCODING, loaded: false, error: error instanceof Error ? error.message : String(error) };
+    problems.push(`the ${impl.DEFAULT_ENCODING} token counter could not be loaded`);
+  }
   const start = performance.now();
   const check = await runConformance({ smoke: true, impl: impl as unknown as Record<string, unknown> });
   const milliseconds = Math.round(performance.now() - start);
@@ -131,6 +146,10 @@ export function renderDoctor(r: DoctorReport): string {
   if (r.versions !== undefined) {
     const v = r.versions;
     lines.push(`  formats    findings normalization v${v.findingsNormalization}, resource ledger ${v.ledgerFormat} v${v.ledgerVersion}, vectors ${v.conformanceFormat} v${v.conformanceVersion}`);
+  }
+  if (r.tokenizer !== undefined) {
+    const t = r.tokenizer;
+    lines.push(`  tokenizer  ${t.encoding} ${t.loaded ? `loaded in ${t.milliseconds} ms` : `NOT LOADED: ${t.error}`}`);
   }
   if (r.selfCheck !== undefined) {
     const s = r.selfCheck;

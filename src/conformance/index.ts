@@ -17,6 +17,10 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { describe as describeType, expectArray, expectObject, expectOptions, optionalBoolean, show, typeError } from '../errors.js';
 import { packageRoot } from '../package-root.js';
+import type { DeduplicateOptions, ScoredItem } from '../stages/deduplicate.js';
+import type { DedupeMessagesOptions, Message } from '../stages/messages.js';
+import type { DedupeFindingsOptions, DedupeSourcesOptions, Source } from '../stages/research.js';
+import type { ResourceLedgerOptions } from '../stages/resources.js';
 import { CALLS, type Projection } from './calls.js';
 import { decodeValue, diffValues, renderValue } from './values.js';
 
@@ -30,15 +34,15 @@ export const CONFORMANCE_VERSION = 1;
  * checked; vectors of the others are reported as skipped. Results may be promises.
  */
 export interface ConformanceImpl {
-  deduplicate?: (scored: unknown[], options?: Record<string, unknown>) => unknown;
-  deduplicateWithReport?: (scored: unknown[], options?: Record<string, unknown>) => unknown;
-  dedupeMessages?: (messages: unknown[], options?: Record<string, unknown>) => unknown;
+  deduplicate?(scored: ScoredItem[], options?: DeduplicateOptions): unknown;
+  deduplicateWithReport?(scored: ScoredItem[], options?: DeduplicateOptions): unknown;
+  dedupeMessages?(messages: Message[], options?: DedupeMessagesOptions): unknown;
   /** A class: `new ResourceLedger(options)` with `recordAttachment`, `process`, `forgetTurns`, `forgetCalls`, `compactBefore`. */
-  ResourceLedger?: new (options?: Record<string, unknown>) => unknown;
-  findingKey?: (paragraph: string) => unknown;
-  dedupeFindings?: (findings: string[], options?: Record<string, unknown>) => unknown;
-  dedupeSources?: (sources: unknown[], options?: Record<string, unknown>) => unknown;
-  canonicalizeUrl?: (url: string) => unknown;
+  ResourceLedger?: new (options?: ResourceLedgerOptions) => unknown;
+  findingKey?(paragraph: string): unknown;
+  dedupeFindings?(findings: string[], options?: DedupeFindingsOptions): unknown;
+  dedupeSources?(sources: Source[], options?: DedupeSourcesOptions): unknown;
+  canonicalizeUrl?(url: string): unknown;
   [name: string]: unknown;
 }
 
