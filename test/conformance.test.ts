@@ -92,6 +92,24 @@ describe('runConformance against ctxdedup', () => {
     expect(smoke.totals.passed).toBeLessThan(all.totals.passed);
   });
 
+  it('takes the implementation as a module path, using its default export when it has no named functions', async () => {
+    const tmp = tempDir('ctxdedup-impl-');
+    try {
+      const named = join(tmp.dir, 'named.mjs');
+      writeFileSync(named, 'export const canonicalizeUrl = (url) => url;\n');
+      const report = await runConformance({ suites: ['sources'], impl: named });
+      expect(report.provided).toEqual(['canonicalizeUrl']);
+      expect(report.missing).toEqual(['dedupeSources']);
+      expect(failing(report)).toContain('sources/canonical-example');
+      expect(report.vectors.find((v) => v.id === 'canonical-not-a-url')?.status).toBe('pass');
+      const viaDefault = join(tmp.dir, 'default.mjs');
+      writeFileSync(viaDefault, 'export default { canonicalizeUrl: (url) => url };\n');
+      expect((await runConformance({ suites: ['sources'], impl: viaDefault })).provided).toEqual(['canonicalizeUrl']);
+    } finally {
+      tmp.cleanup();
+    }
+  });
+
   it('rejects an unknown suite naming it, before running anything', async () => {
     await expect(runConformance({ suites: ['scored', 'nope'] })).rejects.toThrow(RangeError);
     await expect(runConformance({ suites: ['scored', 'nope'] })).rejects.toThrow(/options\.suites\[1\]/);
