@@ -9,7 +9,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listSuites, runConformance, type ConformanceImpl, type ConformanceReport } from '../src/conformance/index.js';
+import { listSuites, renderValue, runConformance, type ConformanceImpl, type ConformanceReport } from '../src/conformance/index.js';
 import { deduplicate, dedupeMessages, ResourceLedger, type ResourceLedgerOptions, type ScoredItem } from '../src/index.js';
 import { cli, tempDir } from './cli-helpers.js';
 
@@ -190,6 +190,16 @@ describe('deliberately wrong implementations fail a vector that names the rule',
     // And one that returns where an error is expected says what it returned.
     const lax = await runConformance({ suites: ['scored'], impl: { deduplicate: (s: unknown[]) => s.slice() } });
     expect(lax.vectors.find((r) => r.id === 'error-nan-score')?.diff).toMatch(/^expected \{type: "RangeError", path: "scored\[1\]\.score"\} to be thrown, but it returned/);
+  });
+});
+
+describe('diffs', () => {
+  it('show strings unambiguously: invisible and lone code units escaped, long runs counted', () => {
+    expect(renderValue('a\ud800')).toBe('"a\\ud800"');
+    expect(renderValue('\ufeffdoc\r\n')).toBe('"\\ufeffdoc\\r\\n"');
+    expect(renderValue(`${'c'.repeat(250)}\udc00`)).toBe('"c"×250 + "\\udc00"');
+    expect(renderValue(-0)).toBe('-0');
+    expect(renderValue(new Uint8Array([0xff, 0x00]))).toBe('<bytes ff00>');
   });
 });
 

@@ -59,19 +59,42 @@ export function decodeValue(value: unknown, where: string): unknown {
 
 const MAX_RENDER = 160;
 
+function escapeUnit(c: number, ch: string): string {
+  if (c === 0x22) return '\\"';
+  if (c === 0x5c) return '\\\\';
+  if (c === 0x0a) return '\\n';
+  if (c === 0x0d) return '\\r';
+  if (c === 0x09) return '\\t';
+  if (c < 0x20 || c > 0x7e) return `\\u${c.toString(16).padStart(4, '0')}`;
+  return ch;
+}
+
+/** Runs of this many equal code units or more are shown as `"c"×250`. */
+const RUN = 8;
+
+/**
+ * A string quoted, every code unit outside printable ASCII escaped; long runs of one code unit
+ * are shown as `"c"×250`, joined to the rest with `+`.
+ */
 function renderString(s: string): string {
-  let out = '"';
-  for (let i = 0; i < s.length; i++) {
+  const parts: string[] = [];
+  let literal = '';
+  let i = 0;
+  while (i < s.length) {
     const c = s.charCodeAt(i);
-    if (c === 0x22) out += '\\"';
-    else if (c === 0x5c) out += '\\\\';
-    else if (c === 0x0a) out += '\\n';
-    else if (c === 0x0d) out += '\\r';
-    else if (c === 0x09) out += '\\t';
-    else if (c < 0x20 || c > 0x7e) out += `\\u${c.toString(16).padStart(4, '0')}`;
-    else out += s[i];
+    let j = i + 1;
+    while (j < s.length && s.charCodeAt(j) === c) j++;
+    if (j - i >= RUN) {
+      if (literal !== '') parts.push(`"${literal}"`);
+      literal = '';
+      parts.push(`"${escapeUnit(c, s[i] as string)}"×${j - i}`);
+    } else {
+      for (let k = i; k < j; k++) literal += escapeUnit(c, s[k] as string);
+    }
+    i = j;
   }
-  return `${out}"`;
+  if (literal !== '' || parts.length === 0) parts.push(`"${literal}"`);
+  return parts.join(' + ');
 }
 
 function renderFull(value: unknown, depth: number): string {
@@ -119,7 +142,8 @@ export function diffValues(expected: unknown, actual: unknown, path: string, par
     if (!Array.isArray(actual)) return [`${at}: expected ${renderValue(expected)}, got ${renderValue(actual)}`];
     const lines: string[] = [];
     if (expected.length !== actual.length) {
-      lines.push(`${at}: expected ${expected.length} entries, got ${actual.length}: expected ${renderValue(expected)}, got ${renderValue(actual)}`);
+      const entries = (n: number): string => `${n} ${n === 1 ? 'entry' : 'entries'}`;
+      lines.push(`${at}: expected ${entries(expected.length)}, got ${actual.length}: expected ${renderValue(expected)}, got ${renderValue(actual)}`);
       return lines;
     }
     for (let i = 0; i < expected.length; i++) lines.push(...diffValues(expected[i], actual[i], `${path}[${i}]`));
@@ -148,7 +172,8 @@ export function diffValues(expected: unknown, actual: unknown, path: string, par
   if (typeof expected === 'string' && typeof actual === 'string' && expected !== actual) {
     let i = 0;
     while (i < expected.length && i < actual.length && expected.charCodeAt(i) === actual.charCodeAt(i)) i++;
-    return [`${at}: expected ${renderValue(expected)}, got ${renderValue(actual)} (first difference at code unit ${i})`];
+    const where = expected.length > 20 || actual.length > 20 ? ` (first difference at code unit ${i})` : '';
+    return [`${at}: expected ${renderValue(expected)}, got ${renderValue(actual)}${where}`];
   }
   return Object.is(expected, actual) ? [] : [`${at}: expected ${renderValue(expected)}, got ${renderValue(actual)}`];
 }
