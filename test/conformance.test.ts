@@ -187,6 +187,14 @@ describe('deliberately wrong implementations fail a vector that names the rule',
       },
     });
     expect(report.vectors.find((r) => r.id === 'empty')?.diff).toBe('threw Error: boom');
+    // A ledger step that throws is named.
+    class Throwing extends ResourceLedger {
+      override process(): never {
+        throw new RangeError('boom');
+      }
+    }
+    const ledger = await runConformance({ suites: ['resources'], impl: { ResourceLedger: Throwing } });
+    expect(ledger.vectors.find((r) => r.id === 'tool-then-tool')?.diff).toBe('threw Error: steps[0] (process) threw RangeError: boom');
     // And one that returns where an error is expected says what it returned.
     const lax = await runConformance({ suites: ['scored'], impl: { deduplicate: (s: unknown[]) => s.slice() } });
     expect(lax.vectors.find((r) => r.id === 'error-nan-score')?.diff).toMatch(/^expected \{type: "RangeError", path: "scored\[1\]\.score"\} to be thrown, but it returned/);

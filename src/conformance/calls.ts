@@ -153,28 +153,38 @@ const resourceLedger: CallSpec = {
       }
       const method = ledger[op];
       const projection = await guarded(want[k], async () => {
-        if (typeof method !== 'function') throw new TypeError(`the ledger has no method ${op}`);
-        const result = await (method as Fn).call(ledger, step['arg']);
-        if (op === 'process') {
-          const r = record(result, 'result');
-          return {
-            decisions: array(r['decisions'], 'result.decisions').map((d, i) => deliveryProjection(d, `result.decisions[${i}]`)),
-            blocks: array(r['blocks'], 'result.blocks').map((b, i) => blockProjection(b, `result.blocks[${i}]`)),
-          };
+        try {
+          return await ledgerStep(ledger, op as string, method, step['arg']);
+        } catch (error) {
+          // Say which step threw; an expected error keeps its type and message for the check.
+          if (expectedError(want[k]) !== undefined) throw error;
+          throw new Error(`steps[${k}] (${op as string}) threw ${error instanceof Error ? `${error.name}: ${error.message}` : show(error)}`);
         }
-        if (op === 'recordAttachment') {
-          const r = record(result, 'result');
-          const p: Projection = { recorded: r['recorded'], bytes: r['bytes'] };
-          if (r['sha256'] !== undefined) p['sha256'] = r['sha256'];
-          return p;
-        }
-        return { forgotten: result };
       });
       results.push(pick(projection, want[k]));
     }
     return { steps: results };
   },
 };
+
+async function ledgerStep(ledger: Record<string, unknown>, op: string, method: unknown, arg: unknown): Promise<Projection> {
+  if (typeof method !== 'function') throw new TypeError(`the ledger has no method ${op}`);
+  const result = await (method as Fn).call(ledger, arg);
+  if (op === 'process') {
+    const r = record(result, 'result');
+    return {
+      decisions: array(r['decisions'], 'result.decisions').map((d, i) => deliveryProjection(d, `result.decisions[${i}]`)),
+      blocks: array(r['blocks'], 'result.blocks').map((b, i) => blockProjection(b, `result.blocks[${i}]`)),
+    };
+  }
+  if (op === 'recordAttachment') {
+    const r = record(result, 'result');
+    const p: Projection = { recorded: r['recorded'], bytes: r['bytes'] };
+    if (r['sha256'] !== undefined) p['sha256'] = r['sha256'];
+    return p;
+  }
+  return { forgotten: result };
+}
 
 const findingKey: CallSpec = {
   run: (fn, input, expected) =>
