@@ -496,17 +496,15 @@ impl<'a, 'c> Pass<'a, 'c> {
     }
 
     fn in_lookback(&self, m: usize, target: usize) -> bool {
-        self.options.lookback.is_none_or(|l| m - target <= l)
+        self.options.lookback.map_or(true, |l| m - target <= l)
     }
 
     /// Length of the run from line `i` of message `m` against line `j` of `target`, in `mode`.
     fn extend(
         &self,
-        m: usize,
+        (m, i): (usize, usize),
         lines: &[Line],
-        i: usize,
-        target: usize,
-        j: usize,
+        (target, j): (usize, usize),
         own: &[u32],
         mode: Mode,
     ) -> usize {
@@ -593,8 +591,8 @@ impl<'a, 'c> Pass<'a, 'c> {
                     continue;
                 }
                 for &mode in modes {
-                    let len = self.extend(m, lines, i, target, j, own, mode);
-                    if best.is_none_or(|b| len > b.0) {
+                    let len = self.extend((m, i), lines, (target, j), own, mode);
+                    if best.map_or(true, |b| len > b.0) {
                         best = Some((len, target, j, mode));
                     }
                 }
@@ -729,7 +727,7 @@ impl<'a, 'c> Pass<'a, 'c> {
         };
         let mut rendered = std::mem::take(&mut self.scratch);
         template.render(&values, &mut rendered);
-        let one_line = !rendered.iter().any(|&u| u == b'\n' as u16);
+        let one_line = !rendered.contains(&(b'\n' as u16));
         let result = if one_line && rendered.len() < run.len() {
             let tokens_after = count_tokens(&rendered);
             let tokens_before = count_tokens(run);
