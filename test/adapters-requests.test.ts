@@ -121,9 +121,9 @@ describe('dedupeOpenAIChat', () => {
   });
 
   it('names the path of a malformed request', () => {
-    const bad = (messages: unknown): Error => thrown(() => dedupeOpenAIChat(unsafe({ messages })));
-    expect(thrown(() => dedupeOpenAIChat(unsafe(null)))).toBeInstanceOf(TypeError);
-    expect(thrown(() => dedupeOpenAIChat(unsafe({ messages: 'x' }))).message).toMatch(/^request\.messages must be an array/);
+    const bad = (messages: unknown): Error => thrown(() => dedupeOpenAIChat(unsafe<OpenAIChatRequest>({ messages })));
+    expect(thrown(() => dedupeOpenAIChat(unsafe<OpenAIChatRequest>(null)))).toBeInstanceOf(TypeError);
+    expect(thrown(() => dedupeOpenAIChat(unsafe<OpenAIChatRequest>({ messages: 'x' }))).message).toMatch(/^request\.messages must be an array/);
     const e = bad([{ role: 'user', content: 'a' }, 1, 2, { role: 'user', content: [{ type: 'text', text: 'a' }, { type: 7 }] }]);
     expect(e.message).toMatch(/^request\.messages\[1\] must be an object/);
     const typed = bad([{ role: 'user', content: 'a' }, { role: 'user', content: [{ type: 'text', text: 'a' }, { type: 7 }] }]);
@@ -204,11 +204,11 @@ describe('dedupeAnthropicMessages', () => {
     };
     expect(dedupeAnthropicMessages(request).report.unknown).toBe(2);
     const e = thrown(() =>
-      dedupeAnthropicMessages(unsafe({ messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'x', content: [{ type: 'text', text: 1 }] }] }] })),
+      dedupeAnthropicMessages(unsafe<AnthropicMessagesRequest>({ messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'x', content: [{ type: 'text', text: 1 }] }] }] })),
     );
     expect(e).toBeInstanceOf(TypeError);
     expect(e.message).toMatch(/^request\.messages\[0\]\.content\[0\]\.content\[0\]\.text must be a string/);
-    expect(thrown(() => dedupeAnthropicMessages(unsafe({ system: 5, messages: [] }))).message).toMatch(/^request\.system must be/);
+    expect(thrown(() => dedupeAnthropicMessages(unsafe<AnthropicMessagesRequest>({ system: 5, messages: [] }))).message).toMatch(/^request\.system must be/);
   });
 });
 
@@ -217,7 +217,7 @@ describe('one mapping shared with the CLI readers', () => {
     for (const request of [openaiRequest(), anthropicRequest()] as { messages: unknown[] }[]) {
       const cli = extractMessages(request.messages, ['messages']).units.map((u) => [u.message.id, u.path]);
       const texts = new Map(cli.map(([id, path]) => [id as string, path]));
-      const result = 'system' in request ? dedupeAnthropicMessages(unsafe(request)) : dedupeOpenAIChat(unsafe(request));
+      const result = 'system' in request ? dedupeAnthropicMessages(unsafe<AnthropicMessagesRequest>(request)) : dedupeOpenAIChat(unsafe<OpenAIChatRequest>(request));
       for (const d of result.decisions) expect(texts.get(d.id)).toEqual(d.path);
     }
   });
