@@ -1,3 +1,5 @@
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import {
   dedupeAnthropicMessages,
@@ -220,5 +222,23 @@ describe('one mapping shared with the CLI readers', () => {
       const result = 'system' in request ? dedupeAnthropicMessages(unsafe<AnthropicMessagesRequest>(request)) : dedupeOpenAIChat(unsafe<OpenAIChatRequest>(request));
       for (const d of result.decisions) expect(texts.get(d.id)).toEqual(d.path);
     }
+  });
+});
+
+describe('optional peers', () => {
+  const check = fileURLToPath(new URL('./fixtures/import-without.mjs', import.meta.url));
+  const load = (module: string, name: string): string =>
+    execFileSync(process.execPath, ['--import', 'tsx', check, module.startsWith('data:') ? module : pathToFileURL(fileURLToPath(new URL(module, import.meta.url))).href, name], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }).trim();
+
+  it("import { dedupeMessages } from 'ctxdedup' loads neither ai nor the MCP SDK (nor do the adapter subpaths)", () => {
+    expect(load('../src/index.ts', 'dedupeMessages')).toBe('function');
+    expect(load('../src/index.ts', 'dedupeOpenAIChat')).toBe('function');
+    expect(load('../src/adapters/ai-sdk.ts', 'dedupeMiddleware')).toBe('function');
+    expect(load('../src/adapters/mcp.ts', 'dedupeMcpClient')).toBe('function');
+    // The check itself catches a load of a peer.
+    expect(() => load(`data:text/javascript,${encodeURIComponent("export { generateText } from 'ai';")}`, 'generateText')).toThrow(/loaded optional peer ai/);
   });
 });
