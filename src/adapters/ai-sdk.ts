@@ -23,7 +23,7 @@
 import type { LanguageModelMiddleware } from 'ai';
 import { describe, typeError } from '../errors.js';
 import { dedupeUnits, runStage, withEdits, type AdapterDecision, type AdapterOptions, type AdapterReport } from './engine.js';
-import { Ids, isObject, pathText, type PathStep, type Unit } from './mapping.js';
+import { isObject, pathText, type PathStep, type Unit } from './mapping.js';
 
 export type { AdapterOptions, AdapterDecision, AdapterReport, PathStep };
 
@@ -86,18 +86,21 @@ function fail(path: readonly PathStep[], problem: string): never {
   return typeError(pathText(ROOT, path), problem);
 }
 
-function stringAt(value: unknown, path: PathStep[]): string {
-  if (typeof value !== 'string') fail(path, `must be a string, got ${describe(value)}`);
+/** `value` if it is a string; else a TypeError naming `path()` (built only then: this runs per part). */
+function stringAt(value: unknown, path: () => PathStep[]): string {
+  if (typeof value !== 'string') fail(path(), `must be a string, got ${describe(value)}`);
   return value;
 }
+
+type Sink = (id: string, role: string, text: string, slot: Slot, blocked: boolean) => void;
 
 /** The AI SDK prompt (LanguageModelV3 / V4 prompt) as units: the one mapping of this format. */
 function promptUnits(prompt: unknown): PromptUnits {
   if (!Array.isArray(prompt)) fail([], `must be an array, got ${describe(prompt)}`);
-  const ids = new Ids();
   const out: PromptUnits = { units: [], slots: [], unknown: 0 };
-  const add = (id: string, role: string, text: string, slot: Slot, blocked: boolean): void => {
-    const message: Unit['message'] = { id: ids.take(id), role, content: text };
+  // Positional ids are unique by construction.
+  const add: Sink = (id, role, text, slot, blocked) => {
+    const message: Unit['message'] = { id, role, content: text };
     if (blocked) message.tool_calls = [true];
     out.units.push({ message, path: slot.path });
     out.slots.push(slot);
@@ -105,23 +108,26 @@ function promptUnits(prompt: unknown): PromptUnits {
   for (let i = 0; i < prompt.length; i++) {
     const m: unknown = prompt[i];
     if (!isObject(m)) fail([i], `must be an object, got ${describe(m)}`);
-    const role = stringAt(m['role'], [i, 'role']);
+    const role = stringAt(m['role'], () => [i, 'role']);
     const content = m['content'];
     if (role === 'system') {
-      add(`m${i}`, role, stringAt(content, [i, 'content']), { path: [i, 'content'] }, false);
+      add(`m${i}`, role, stringAt(content, () => [i, 'content']), { path: [i, 'content'] }, false);
       continue;
     }
     if (!Array.isArray(content)) fail([i, 'content'], `must be an array, got ${describe(content)}`);
-    const blocked = content.some((p) => isObject(p) && p['type'] === 'tool-call');
+    let blocked = false;
     for (let j = 0; j < content.length; j++) {
       const part: unknown = content[j];
-      const at: PathStep[] = [i, 'content', j];
-      if (!isObject(part)) fail(at, `must be an object, got ${describe(part)}`);
-      const type = stringAt(part['type'], [...at, 'type']);
+      if (isObject(part) && part['type'] === 'tool-call') blocked = true;
+    }
+    for (let j = 0; j < content.length; j++) {
+      const part: unknown = content[j];
+      if (!isObject(part)) fail([i, 'content', j], `must be an object, got ${describe(part)}`);
+      const type = stringAt(part['type'], () => [i, 'content', j, 'type']);
       if (type === 'text') {
-        add(`m${i}.${j}`, role, stringAt(part['text'], [...at, 'text']), { path: [...at, 'text'] }, blocked);
+        add(`m${i}.${j}`, role, stringAt(part['text'], () => [i, 'content', j, 'text']), { path: [i, 'content', j, 'text'] }, blocked);
       } else if (type === 'tool-result') {
-        toolResult(part, at, `m${i}.${j}`, add, out);
+        toolResult(part, i, j, add, out);
       } else if (!OTHER_PARTS.has(type)) {
         out.unknown++;
       }
@@ -130,33 +136,31 @@ function promptUnits(prompt: unknown): PromptUnits {
   return out;
 }
 
-function toolResult(
-  part: Record<string, unknown>,
-  at: PathStep[],
-  id: string,
-  add: (id: string, role: string, text: string, slot: Slot, blocked: boolean) => void,
-  out: PromptUnits,
-): void {
+function toolResult(part: Record<string, unknown>, i: number, j: number, add: Sink, out: PromptUnits): void {
+  const id = `m${i}.${j}`;
   const output = part['output'];
-  const path: PathStep[] = [...at, 'output'];
-  if (!isObject(output)) fail(path, `must be an object, got ${describe(output)}`);
-  const type = stringAt(output['type'], [...path, 'type']);
+  if (!isObject(output)) fail([i, 'content', j, 'output'], `must be an object, got ${describe(output)}`);
+  const type = stringAt(output['type'], () => [i, 'content', j, 'output', 'type']);
   if (TEXT_OUTPUTS.has(type)) {
-    add(id, 'tool', stringAt(output['value'], [...path, 'value']), { path: [...path, 'value'] }, false);
+    const text = stringAt(output['value'], () => [i, 'content', j, 'output', 'value']);
+    add(id, 'tool', text, { path: [i, 'content', j, 'output', 'value'] }, false);
   } else if (JSON_OUTPUTS.has(type)) {
     // What providers send for a JSON output: its JSON text.
     const text = JSON.stringify(output['value']) as string | undefined;
-    if (text !== undefined) add(id, 'tool', text, { path, json: type === 'json' ? 'text' : 'error-text' }, false);
+    if (text !== undefined) add(id, 'tool', text, { path: [i, 'content', j, 'output'], json: type === 'json' ? 'text' : 'error-text' }, false);
   } else if (type === 'content') {
     const items = output['value'];
-    if (!Array.isArray(items)) fail([...path, 'value'], `must be an array, got ${describe(items)}`);
+    if (!Array.isArray(items)) fail([i, 'content', j, 'output', 'value'], `must be an array, got ${describe(items)}`);
     for (let k = 0; k < items.length; k++) {
       const item: unknown = items[k];
-      const itemPath: PathStep[] = [...path, 'value', k];
-      if (!isObject(item)) fail(itemPath, `must be an object, got ${describe(item)}`);
-      const itemType = stringAt(item['type'], [...itemPath, 'type']);
-      if (itemType === 'text') add(`${id}.${k}`, 'tool', stringAt(item['text'], [...itemPath, 'text']), { path: [...itemPath, 'text'] }, false);
-      else if (!OTHER_CONTENT_ITEMS.has(itemType)) out.unknown++;
+      if (!isObject(item)) fail([i, 'content', j, 'output', 'value', k], `must be an object, got ${describe(item)}`);
+      const itemType = stringAt(item['type'], () => [i, 'content', j, 'output', 'value', k, 'type']);
+      if (itemType === 'text') {
+        const text = stringAt(item['text'], () => [i, 'content', j, 'output', 'value', k, 'text']);
+        add(`${id}.${k}`, 'tool', text, { path: [i, 'content', j, 'output', 'value', k, 'text'] }, false);
+      } else if (!OTHER_CONTENT_ITEMS.has(itemType)) {
+        out.unknown++;
+      }
     }
   } else if (!OTHER_OUTPUTS.has(type)) {
     out.unknown++;
