@@ -169,6 +169,22 @@ describe('dedupeMiddleware (real ai package, MockLanguageModelV3)', () => {
     expect(again).toEqual(prompts);
   });
 
+  it('a failure in the middleware surfaces before the first chunk of a stream, never after', async () => {
+    const prompts: Prompt[] = [];
+    const middleware = dedupeMiddleware({
+      onDedupe: () => {
+        throw new Error('report sink failed');
+      },
+    });
+    const result = streamText({ model: wrapLanguageModel({ model: streamingModel(prompts), middleware }), messages, onError: () => {} });
+    const parts: string[] = [];
+    for await (const part of result.fullStream) parts.push(part.type === 'error' ? `error:${String((part.error as Error).message)}` : part.type);
+    expect(prompts).toHaveLength(0); // the model was never called
+    const error = parts.findIndex((p) => p.startsWith('error:'));
+    expect(parts[error]).toBe('error:report sink failed');
+    expect(parts.slice(0, error).filter((p) => p.includes('delta') || p === 'tool-call')).toEqual([]);
+  });
+
   it('deduplicates JSON tool outputs, sending a rewritten one as its JSON text', async () => {
     const prompts: Prompt[] = [];
     const model = wrapLanguageModel({
