@@ -37,6 +37,39 @@ export interface NativeAnalysis {
   fuzzySimilarity: Float64Array;
 }
 
+/** Options of the native block pass (validated by the caller). @internal */
+export interface NativeBlockOptions {
+  minLines: number;
+  minChars: number;
+  lineNumbers: boolean;
+  lookback?: number | undefined;
+  /** The message stage's eligibility rule (length, skipped prefixes as UTF-16 units). */
+  messageMinChars: number;
+  skipPrefixes: Uint16Array[];
+  /** UTF-16 code units of the reference templates. */
+  reference: Uint16Array;
+  numberedReference: Uint16Array;
+}
+
+/** Block references as parallel columns; `numberedFirst` is 0xFFFFFFFF without numbering. @internal */
+export interface NativeBlocks {
+  message: Uint32Array;
+  lineStart: Uint32Array;
+  lineCount: Uint32Array;
+  unitStart: Uint32Array;
+  unitEnd: Uint32Array;
+  outLine: Uint32Array;
+  target: Uint32Array;
+  targetLine: Uint32Array;
+  numberedFirst: Uint32Array;
+  targetNumberedFirst: Uint32Array;
+  width: Uint32Array;
+  separator: Uint32Array;
+  tokensBefore: Uint32Array;
+  tokensAfter: Uint32Array;
+  text: string[];
+}
+
 /** Findings paragraphs as parallel columns. @internal */
 export interface NativeFindings {
   text: Uint32Array;
@@ -96,6 +129,15 @@ export interface NativeBinding {
     options: NativeAnalyzeOptions,
   ): Promise<NativeAnalysis>;
   panicForTest(): void;
+  blockTemplateError(template: Uint16Array, numbered: boolean): string | null;
+  dedupeBlocksSync(contents: string[], ids: string[], source: Uint8Array, blocked: Uint8Array, options: NativeBlockOptions): NativeBlocks;
+  dedupeBlocksAsync(
+    contents: string[],
+    ids: string[],
+    source: Uint8Array,
+    blocked: Uint8Array,
+    options: NativeBlockOptions,
+  ): Promise<NativeBlocks>;
   ingestHashBatch(contents: string[]): NativeIngestBatch;
   ingestHashBatchAsync(contents: string[]): Promise<NativeIngestBatch>;
   nearDuplicatesInWindow(window: string[], batch: string[], exclude: Uint8Array, threshold: number): NativeNearMatches;

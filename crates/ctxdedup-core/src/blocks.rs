@@ -663,6 +663,20 @@ pub fn dedupe_blocks(
     Ok(refs)
 }
 
+/// Flags of the messages the block pass may rewrite: the message stage's eligibility rule over
+/// `src`, minus the messages `blocked` by their shape (or already replaced whole).
+pub fn eligible_flags<S: crate::Utf16Source>(
+    src: &S,
+    blocked: &[bool],
+    rule: &crate::messages::Eligibility,
+) -> Vec<bool> {
+    let mut flags = vec![false; src.count()];
+    for i in rule.eligible(src, blocked) {
+        flags[i] = true;
+    }
+    flags
+}
+
 /// Rebuilds each message's output content from its input and the references of the pass.
 pub fn apply(contents: &[&[u16]], refs: &[BlockRef]) -> Vec<Vec<u16>> {
     let mut out: Vec<Vec<u16>> = contents.iter().map(|c| c.to_vec()).collect();
