@@ -141,7 +141,7 @@ describe('dedupeOpenAIChat', () => {
     const { request: out, verbatim } = dedupeOpenAIChat(openaiRequest());
     const e = thrown(() => restoreOpenAIChat({ ...out, messages: out.messages.slice(0, 2) }, verbatim));
     expect(e).toBeInstanceOf(TypeError);
-    expect(e.message).toMatch(/^verbatim\["m6\.1"\] names no text of the request/);
+    expect(e.message).toMatch(/^verbatim\["m[3-7][.0-9]*"\] names no text of the request/);
   });
 
   it('is lossless with the fuzzy pass on', () => {
@@ -155,6 +155,27 @@ describe('dedupeOpenAIChat', () => {
     const { request: out, verbatim, report } = dedupeOpenAIChat(request, { fuzzy: true });
     expect(report.rewritten).toBe(2);
     expect(restoreOpenAIChat(out, verbatim)).toEqual(request);
+  });
+});
+
+describe('block dedup through the request adapters', () => {
+  it('an edited re-read keeps its new lines verbatim and refers to the unchanged runs; restore gives it back', () => {
+    const edited = A.replace('line 20 of alpha', 'line twenty of alpha (edited)');
+    const request: OpenAIChatRequest = {
+      messages: [
+        { role: 'tool', tool_call_id: 'a', content: A },
+        { role: 'tool', tool_call_id: 'b', content: edited },
+      ],
+    };
+    const { request: out, verbatim, report } = dedupeOpenAIChat(request);
+    const text = out.messages[1]?.content as string;
+    expect(text).toContain('line twenty of alpha (edited)');
+    expect(text.length).toBeLessThan(edited.length / 2);
+    expect(report.rewritten).toBe(1);
+    expect(restoreOpenAIChat(out, verbatim)).toEqual(request);
+    // Turned off, or replaced by the fuzzy pass (the two cannot be combined).
+    expect(dedupeOpenAIChat(request, { blocks: false }).report.rewritten).toBe(0);
+    expect(thrown(() => dedupeOpenAIChat(request, { blocks: true, fuzzy: true }))).toBeInstanceOf(TypeError);
   });
 });
 

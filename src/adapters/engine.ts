@@ -11,9 +11,12 @@ import type { PathStep, Unit } from './mapping.js';
 
 /** Options every adapter accepts (validated by the message stage, named `options.<name>`). */
 export interface AdapterOptions {
-  /** Block dedup (runs of repeated lines become references). Default `true`. */
-  blocks?: unknown;
-  /** Near-duplicate pass (opt-in; groups by line Jaccard). Default `false`. */
+  /**
+   * Block dedup (runs of repeated lines become references): `true`, `false` or the stage's block
+   * options. Default `true`, or `false` when `fuzzy` is on (the two cannot be combined).
+   */
+  blocks?: DedupeMessagesOptions['blocks'];
+  /** Near-duplicate pass (opt-in, lossy for the model: turns blocks off). Default `false`. */
   fuzzy?: boolean;
   /** Fuzzy threshold in [0, 1]. Default `0.85`. */
   threshold?: number;
@@ -38,7 +41,9 @@ export function runStage(messages: Message[], options: AdapterOptions | undefine
   const o = (options ?? {}) as Record<string, unknown>;
   const stage: Record<string, unknown> = { preserve: PRESERVE };
   for (const name of FORWARDED) if (Object.hasOwn(o, name) && o[name] !== undefined) stage[name] = o[name];
-  const blockOption = Object.hasOwn(o, 'blocks') && o['blocks'] !== undefined ? o['blocks'] : true;
+  // Blocks are on by default; the fuzzy pass cannot be combined with them, so asking for fuzzy
+  // alone turns them off (asking for both is the stage's TypeError).
+  const blockOption = Object.hasOwn(o, 'blocks') && o['blocks'] !== undefined ? o['blocks'] : o['fuzzy'] !== true;
   return dedupeMessages(messages, { ...stage, keep: 'earliest', blocks: blockOption } as DedupeMessagesOptions);
 }
 
