@@ -6,6 +6,8 @@
  * is a string or text blocks) becomes one internal message whose `path` says where the text sits
  * in the parsed document. Deduplication only ever replaces the string at such a path, so writing
  * the document back changes nothing else, and the verbatim file (path + original string) undoes it.
+ * The per-message mapping is src/adapters/mapping.ts, shared with `dedupeOpenAIChat` and
+ * `dedupeAnthropicMessages` (the CLI applies both dialects' rules, since a file's is only guessed).
  * @module
  */
 import { collectMessage, Ids, isObject, type PathStep, type Unit } from '../adapters/mapping.js';
