@@ -141,7 +141,7 @@ fn to_js(refs: Vec<BlockRef>) -> NativeBlocks {
         target: column(&|r| r.target),
         target_line: column(&|r| r.target_line),
         numbered_first: numbering(&|n| n.first),
-        target_numbered_first: numbering(&|n| n.target_first),
+        target_numbered_first: numbering(&|n| n.target_first.unwrap_or(u32::MAX)),
         width: numbering(&|n| n.width),
         separator: numbering(&|n| u32::from(n.separator)),
         tokens_before: column(&|r| r.tokens_before),
