@@ -12,7 +12,7 @@
  */
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { dedupeMiddleware, dedupePrompt } from '../src/adapters/ai-sdk.js';
+import { dedupeMiddleware, dedupePrompt, type AdapterOptions } from '../src/adapters/ai-sdk.js';
 import type { BenchRow } from './harness.js';
 import { mulberry32 } from './prng.js';
 import { codeBlock } from './text.js';
@@ -52,9 +52,9 @@ function chars(prompt: PromptMessage[]): number {
   return n;
 }
 
-export async function run(): Promise<BenchRow[]> {
-  const prompt = agentPrompt();
-  const middleware = dedupeMiddleware() as unknown as {
+/** Wall times (ms, sorted) of the middleware's `transformParams` on fresh prompt arrays. */
+async function latencies(prompt: PromptMessage[], options: AdapterOptions): Promise<number[]> {
+  const middleware = dedupeMiddleware(options) as unknown as {
     transformParams: (o: { params: { prompt: unknown }; type: 'generate' }) => PromiseLike<{ prompt: unknown }>;
   };
   const times: number[] = [];
@@ -65,23 +65,32 @@ export async function run(): Promise<BenchRow[]> {
     const ms = performance.now() - start;
     if (i >= WARMUP) times.push(ms);
   }
-  times.sort((a, b) => a - b);
-  const at = (list: number[], q: number): number => list[Math.min(list.length - 1, Math.ceil(q * list.length) - 1)] as number;
-  const p = (q: number): number => at(times, q);
-  const { report } = dedupePrompt(prompt);
+  return times.sort((a, b) => a - b);
+}
+
+export async function run(): Promise<BenchRow[]> {
+  const prompt = agentPrompt();
   const kb = chars(prompt) / 1000;
-  return [
-    {
+  const rows: BenchRow[] = [];
+  for (const [label, options] of [
+    ['blocks on (default)', {}],
+    ['exact only (blocks: false)', { blocks: false }],
+  ] as const) {
+    const times = await latencies(prompt, options);
+    const p = (q: number): number => times[Math.min(times.length - 1, Math.ceil(q * times.length) - 1)] as number;
+    const { report } = dedupePrompt(prompt, options);
+    rows.push({
       suite: 'adapters',
-      case: `AI SDK middleware, added latency per call (${prompt.length} messages, ${kb.toFixed(0)} KB prompt), p99 of ${CALLS}`,
+      case: `AI SDK middleware, ${label}: added latency per call (${prompt.length} messages, ${kb.toFixed(0)} KB prompt), p99 of ${CALLS}`,
       native: p(0.99),
       baseline: null,
       ratio: null,
       unit: 'ms',
       mbPerSec: report.charsBefore / 1e6 / (p(0.5) / 1000),
       note: `p50 ${p(0.5).toFixed(3)} ms, p95 ${p(0.95).toFixed(3)} ms, max ${p(1).toFixed(3)} ms; load average ${loadavg()[0]?.toFixed(1)}; target p99 < 1 ms; saves ${report.charsSaved} of ${report.charsBefore} chars (${report.rewritten} texts rewritten)`,
-    },
-  ];
+    });
+  }
+  return rows;
 }
 
 if (process.argv[1] === SELF) {
