@@ -229,6 +229,7 @@ describe('dedupeMiddleware (real ai package, MockLanguageModelV3)', () => {
     expect(e.message).toMatch(/^prompt\[0\]\.content\[1\]\.type must be a string/);
     expect(thrown(() => dedupeMiddleware({ minChars: -1 }))).toBeInstanceOf(RangeError);
     expect(thrown(() => dedupeMiddleware(unsafe({ onDedupe: 3 }))).message).toMatch(/^options\.onDedupe must be a function/);
+    expect(thrown(() => dedupeMiddleware(unsafe(5))).message).toMatch(/^options must be an object/);
   });
 
   it('leaves binary file parts as the same bytes', () => {

@@ -21,7 +21,7 @@
  * @module
  */
 import type { LanguageModelMiddleware } from 'ai';
-import { describe, typeError } from '../errors.js';
+import { describe, expectOptions, typeError } from '../errors.js';
 import { dedupeUnits, runStage, withEdits, type AdapterDecision, type AdapterOptions, type AdapterReport } from './engine.js';
 import { isObject, pathText, type PathStep, type Unit } from './mapping.js';
 
@@ -199,15 +199,17 @@ export function dedupePrompt<P>(prompt: P, options?: AdapterOptions): DedupeProm
  * @throws TypeError / RangeError for a bad option (`options.minChars must be ...`).
  */
 export function dedupeMiddleware(options?: DedupeMiddlewareOptions): LanguageModelMiddleware {
-  // Validates the stage options now, not at the first model call.
-  runStage([], options);
-  const onDedupe = options?.onDedupe;
+  // A snapshot, validated now rather than at the first model call: every call uses the same options.
+  expectOptions(options);
+  const stageOptions: DedupeMiddlewareOptions | undefined = options === undefined ? undefined : { ...options };
+  runStage([], stageOptions);
+  const onDedupe = stageOptions?.onDedupe;
   if (onDedupe !== undefined && typeof onDedupe !== 'function') typeError('options.onDedupe', `must be a function, got ${describe(onDedupe)}`);
   const middleware = {
     // The AI SDK does not check this field at run time; the prompt shape is the same in v3 and v4.
     specificationVersion: 'v3',
     transformParams: ({ params, type }: { params: { prompt: unknown }; type: 'generate' | 'stream' }) => {
-      const { prompt, decisions, report } = dedupePrompt(params.prompt, options);
+      const { prompt, decisions, report } = dedupePrompt(params.prompt, stageOptions);
       onDedupe?.({ ...report, type, decisions });
       return Promise.resolve({ ...params, prompt });
     },
