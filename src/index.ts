@@ -31,7 +31,18 @@ export {
   type ReferenceInfo,
   type ReferenceTemplates,
   type ReplacementMarker,
+  type WholeMessageDecision,
+  type WholeMessageMarker,
 } from './stages/messages.js';
+export {
+  expandMessages,
+  DEFAULT_BLOCK_TEMPLATES,
+  type BlockOptions,
+  type BlockDecision,
+  type BlockNumbering,
+  type BlockReference,
+  type BlocksMarker,
+} from './stages/blocks.js';
 export {
   ResourceLedger,
   restoreResources,
@@ -58,7 +69,28 @@ export {
   type ProcessResult,
   type ResourceLedgerTotals,
   type ResourceLedgerJSON,
+  type McpContentBlock,
+  type McpToolResult,
+  type ToolCallInfo,
+  type ToolResultReport,
+  type ToolResultProcessed,
 } from './stages/resources.js';
+export {
+  dedupeOpenAIChat,
+  dedupeAnthropicMessages,
+  restoreOpenAIChat,
+  restoreAnthropicMessages,
+  type RequestDedupeResult,
+  type OpenAIChatRequest,
+  type OpenAIChatMessage,
+  type OpenAIContentPart,
+  type AnthropicMessagesRequest,
+  type AnthropicMessage,
+  type AnthropicBlock,
+  type AdapterOptions,
+  type AdapterDecision,
+  type AdapterReport,
+} from './adapters/requests.js';
 export { parseResourceConfig, loadResourceConfig } from './stages/resources-config.js';
 export {
   dedupeSources,

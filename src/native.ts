@@ -6,8 +6,8 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { packageRoot } from './package-root.js';
 
 /** Options of the native message analysis (validated by the caller). @internal */
 export interface NativeAnalyzeOptions {
@@ -35,6 +35,39 @@ export interface NativeAnalysis {
   fuzzyOf: Uint32Array;
   fuzzyLength: Uint32Array;
   fuzzySimilarity: Float64Array;
+}
+
+/** Options of the native block pass (validated by the caller). @internal */
+export interface NativeBlockOptions {
+  minLines: number;
+  minChars: number;
+  lineNumbers: boolean;
+  lookback?: number | undefined;
+  /** The message stage's eligibility rule (length, skipped prefixes as UTF-16 units). */
+  messageMinChars: number;
+  skipPrefixes: Uint16Array[];
+  /** UTF-16 code units of the reference templates. */
+  reference: Uint16Array;
+  numberedReference: Uint16Array;
+}
+
+/** Block references as parallel columns; `numberedFirst` is 0xFFFFFFFF without numbering. @internal */
+export interface NativeBlocks {
+  message: Uint32Array;
+  lineStart: Uint32Array;
+  lineCount: Uint32Array;
+  unitStart: Uint32Array;
+  unitEnd: Uint32Array;
+  outLine: Uint32Array;
+  target: Uint32Array;
+  targetLine: Uint32Array;
+  numberedFirst: Uint32Array;
+  targetNumberedFirst: Uint32Array;
+  width: Uint32Array;
+  separator: Uint32Array;
+  tokensBefore: Uint32Array;
+  tokensAfter: Uint32Array;
+  text: string[];
 }
 
 /** Findings paragraphs as parallel columns. @internal */
@@ -96,6 +129,15 @@ export interface NativeBinding {
     options: NativeAnalyzeOptions,
   ): Promise<NativeAnalysis>;
   panicForTest(): void;
+  blockTemplateError(template: Uint16Array, numbered: boolean): string | null;
+  dedupeBlocksSync(contents: string[], ids: string[], source: Uint8Array, blocked: Uint8Array, options: NativeBlockOptions): NativeBlocks;
+  dedupeBlocksAsync(
+    contents: string[],
+    ids: string[],
+    source: Uint8Array,
+    blocked: Uint8Array,
+    options: NativeBlockOptions,
+  ): Promise<NativeBlocks>;
   ingestHashBatch(contents: string[]): NativeIngestBatch;
   ingestHashBatchAsync(contents: string[]): Promise<NativeIngestBatch>;
   nearDuplicatesInWindow(window: string[], batch: string[], exclude: Uint8Array, threshold: number): NativeNearMatches;
@@ -136,26 +178,19 @@ function platformId(): string {
   return `${platform}-${arch}`;
 }
 
-interface Manifest {
-  name?: string;
-  version?: string;
-  optionalDependencies?: Record<string, string>;
+/** Where the loaded addon came from (what `ctxdedup doctor` prints). @internal */
+export interface NativeOrigin {
+  /** The file that was loaded. */
+  file: string;
+  /** How it was found: the `CTXDEDUP_NATIVE_PATH` override, a build inside the package, or a platform package. */
+  via: 'CTXDEDUP_NATIVE_PATH' | 'package build' | 'platform package';
+  /** The napi platform id it was loaded as (undefined for the override). */
+  platform: string | undefined;
+  /** Candidates tried before it, with why they failed to load. */
+  failures: string[];
 }
 
-/** The directory and manifest of the ctxdedup package this module belongs to. */
-function packageRoot(): { dir: string; manifest: Manifest } {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    const path = join(dir, 'package.json');
-    if (existsSync(path)) {
-      const manifest = JSON.parse(readFileSync(path, 'utf8')) as Manifest;
-      if (manifest.name === 'ctxdedup') return { dir, manifest };
-    }
-    const parent = dirname(dir);
-    if (parent === dir) throw new Error('ctxdedup: cannot locate the package root');
-    dir = parent;
-  }
-}
+let origin: NativeOrigin | undefined;
 
 /**
  * Loads the addon, from (in order) `CTXDEDUP_NATIVE_PATH`, a build from source in this checkout
@@ -167,17 +202,22 @@ function packageRoot(): { dir: string; manifest: Manifest } {
 function load(): NativeBinding {
   const require = createRequire(import.meta.url);
   const id = platformId();
-  const { dir: root, manifest } = packageRoot();
-  const binary = `ctxdedup.${id}.node`;
+  const root = packageRoot();
   const pkg = `ctxdedup-${id}`;
   const override = process.env['CTXDEDUP_NATIVE_PATH'];
-  const local = join(root, 'npm', id, binary);
-  const candidates = [...(override ? [override] : []), ...(existsSync(local) ? [local] : []), pkg];
+  const local = join(root, 'npm', id, `ctxdedup.${id}.node`);
+  const candidates: { path: string; via: NativeOrigin['via']; platform: string | undefined }[] = [
+    ...(override ? [{ path: override, via: 'CTXDEDUP_NATIVE_PATH' as const, platform: undefined }] : []),
+    ...(existsSync(local) ? [{ path: local, via: 'package build' as const, platform: id }] : []),
+    { path: pkg, via: 'platform package', platform: id },
+  ];
   const failures: string[] = [];
   let packageMissing = false;
-  for (const candidate of candidates) {
+  for (const { path: candidate, via, platform } of candidates) {
     try {
-      return require(candidate) as NativeBinding;
+      const binding = require(candidate) as NativeBinding;
+      origin = { file: require.resolve(candidate), via, platform, failures: failures.slice() };
+      return binding;
     } catch (error) {
       const { code, message } = error as { code?: unknown; message?: unknown };
       if (candidate === pkg && code === 'MODULE_NOT_FOUND' && String(message).includes(`'${pkg}'`)) {
@@ -187,6 +227,7 @@ function load(): NativeBinding {
       }
     }
   }
+  const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version?: string; optionalDependencies?: Record<string, string> };
   const version = manifest.version ?? 'latest';
   const prebuilt = Object.keys(manifest.optionalDependencies ?? {})
     .filter((name) => name.startsWith('ctxdedup-'))
@@ -211,3 +252,6 @@ function load(): NativeBinding {
 
 /** The loaded addon. @internal */
 export const native: NativeBinding = load();
+
+/** Where {@link native} was loaded from. @internal */
+export const nativeOrigin: NativeOrigin = origin as NativeOrigin;

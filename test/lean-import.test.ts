@@ -26,8 +26,13 @@ const MANIFEST = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as
   optionalDependencies: Record<string, string>;
   peerDependencies: Record<string, string>;
   peerDependenciesMeta: Record<string, { optional?: boolean }>;
+  exports: Record<string, unknown>;
 };
-const PEERS = Object.keys(OPTIONAL_PEERS);
+/** Every peer: those ctxdedup loads on use (OPTIONAL_PEERS) and those only its types refer to. */
+const PEERS = Object.keys(MANIFEST.peerDependencies);
+const SUBPATHS = Object.keys(MANIFEST.exports)
+  .filter((key) => key !== '.' && key !== './package.json')
+  .map((key) => `ctxdedup${key.slice(1)}`);
 
 function newestSource(dir: string): number {
   return Math.max(...readdirSync(dir, { withFileTypes: true, recursive: true }).filter((e) => e.isFile() && e.name.endsWith('.ts')).map((e) => statSync(join(e.parentPath, e.name)).mtimeMs));
@@ -103,7 +108,7 @@ writeFileSync(${JSON.stringify(cache)}, JSON.stringify(Object.keys(createRequire
 
 describe('package manifest', () => {
   it('declares the optional peers as optional peer dependencies (and dev dependencies), not dependencies', () => {
-    expect(MANIFEST.peerDependencies).toEqual(OPTIONAL_PEERS);
+    for (const [peer, range] of Object.entries(OPTIONAL_PEERS)) expect(MANIFEST.peerDependencies[peer], peer).toBe(range);
     for (const peer of PEERS) {
       expect(MANIFEST.peerDependenciesMeta[peer]?.optional, peer).toBe(true);
       expect(Object.keys(MANIFEST.dependencies)).not.toContain(peer);
@@ -135,7 +140,11 @@ describe("import 'ctxdedup'", () => {
     expect([...packages].filter((name) => !allowed.has(name))).toEqual([]);
   });
 
-  it.each(['ctxdedup/cce', 'ctxdedup/ingest', 'ctxdedup/memory', 'ctxdedup/server'])('%s loads no optional peer until one is used', (subpath) => {
+  it('has the ingest, memory and server subpaths', () => {
+    expect(SUBPATHS).toEqual(expect.arrayContaining(['ctxdedup/ingest', 'ctxdedup/memory', 'ctxdedup/server']));
+  });
+
+  it.each(SUBPATHS)('%s loads no optional peer until one is used', (subpath) => {
     const { packages } = packagesLoaded(ROOT, `await import(${JSON.stringify(subpath)});`);
     for (const peer of PEERS) expect(packages, peer).not.toContain(peer);
   });
@@ -244,11 +253,11 @@ console.log(JSON.stringify([result.stats.exactDuplicates, second.decision, inges
 });
 
 describe('native addon loader', () => {
-  /** Imports dist/native.js of a package made of it and `manifest` alone, and returns the error. */
+  /** Imports dist/native.js of a package made of it (and what it imports) and `manifest` alone, and returns the error. */
   function loadError(name: string, manifest: object): string {
     const pkg = join(tmp.dir, name, 'node_modules', 'ctxdedup');
     mkdirSync(join(pkg, 'dist'), { recursive: true });
-    cpSync(join(ROOT, 'dist', 'native.js'), join(pkg, 'dist', 'native.js'));
+    for (const file of ['native.js', 'package-root.js']) cpSync(join(ROOT, 'dist', file), join(pkg, 'dist', file));
     writeFileSync(join(pkg, 'package.json'), JSON.stringify({ name: 'ctxdedup', type: 'module', ...manifest }));
     const r = spawnSync(process.execPath, ['--input-type=module', '-e', `await import(${JSON.stringify(pathToFileURL(join(pkg, 'dist', 'native.js')).href)})`], {
       cwd: join(tmp.dir, name),

@@ -203,6 +203,10 @@ describe('dedupeMessages: exact', () => {
       charsAfter: 2 * A.length + B.length + 5 - (r.decisions[0]?.charsSaved ?? 0),
       charsSaved: r.decisions[0]?.charsSaved,
       tokensSaved: Math.round((r.decisions[0]?.charsSaved ?? 0) / 4),
+      blockReferences: 0,
+      blockLines: 0,
+      blockCharsSaved: 0,
+      blockTokensSaved: 0,
     });
   });
 

@@ -25,7 +25,8 @@ import {
   show,
   typeError,
 } from '../errors.js';
-import { native, type NativeAnalysis } from '../native.js';
+import { native, type NativeAnalysis, type NativeBlockOptions, type NativeBlocks } from '../native.js';
+import { applyBlocks, type BlockDecision, type BlockOptions, type BlocksMarker, type ResolvedBlockOptions, resolveBlockOptions } from './blocks.js';
 import {
   analysisInput,
   annotations,
@@ -100,10 +101,18 @@ export interface DedupeMessagesOptions {
   skipPrefixes?: string[];
   /** Reference tag wording: templates, or a function that returns the tag. */
   reference?: ReferenceTemplates | ((info: ReferenceInfo) => string);
+  /**
+   * Block dedup (lossless): after the whole-message exact pass, runs of at least `minLines`
+   * lines already sent earlier in the conversation (or above in the same message) become
+   * one-line references; new lines stay verbatim. Requires `keep: 'earliest'`, no `fuzzy` and
+   * no `recencyWindow`, so appending messages never changes bytes already produced. `true`
+   * means the defaults ({@link BlockOptions}). Default `false`.
+   */
+  blocks?: boolean | BlockOptions;
 }
 
-/** Why one message was replaced. */
-export interface MessageDecision {
+/** Why one message was replaced whole. */
+export interface WholeMessageDecision {
   index: number;
   id: string;
   /**
@@ -121,6 +130,9 @@ export interface MessageDecision {
   charsSaved: number;
 }
 
+/** Why a message, or a run of lines in it (`kind: 'block'`), was replaced. */
+export type MessageDecision = WholeMessageDecision | BlockDecision;
+
 /** Totals a UI can show as one card. */
 export interface MessageDedupStats {
   messages: number;
@@ -133,6 +145,11 @@ export interface MessageDedupStats {
   charsSaved: number;
   /** Estimate at 4 characters per token. */
   tokensSaved: number;
+  /** Block pass: references written, lines they replaced, characters and o200k tokens saved (net of the references). */
+  blockReferences: number;
+  blockLines: number;
+  blockCharsSaved: number;
+  blockTokensSaved: number;
 }
 
 /** Result of {@link dedupeMessages}. */
@@ -145,12 +162,17 @@ export interface DedupeMessagesResult<M extends Message = Message> {
   stats: MessageDedupStats;
 }
 
-/** Marker left in `metadata` of a replaced message. */
-export interface ReplacementMarker {
+/** Marker left in `metadata` of a message replaced whole. */
+export interface WholeMessageMarker {
   kind: 'exact' | 'fuzzy';
   duplicateOf: string;
   similarity?: number;
+  /** Block mode only: the original message had no `metadata` field ({@link expandMessages} removes it again). */
+  metadataAbsent?: true;
 }
+
+/** Marker left in `metadata.ctxdedup` of a rewritten message. */
+export type ReplacementMarker = WholeMessageMarker | BlocksMarker;
 
 interface Plan {
   messages: Message[];
@@ -159,6 +181,7 @@ interface Plan {
   recencyWindow: number;
   recencyStart: number;
   reference: (info: ReferenceInfo) => string;
+  blocks: ResolvedBlockOptions | undefined;
 }
 
 const CHARS_PER_TOKEN = 4;
@@ -210,6 +233,7 @@ function plan(messages: unknown, options: DedupeMessagesOptions | undefined): Pl
   const minChars = optionalNumber(o['minChars'], 'options.minChars', 200, { min: 0, max: 2 ** 32 - 1, integer: true });
   const threshold = optionalNumber(o['threshold'], 'options.threshold', 0.85, { min: 0, max: 1 });
   const fuzzy = optionalBoolean(o['fuzzy'], 'options.fuzzy', false);
+  const blocks = resolveBlockOptions(o['blocks'], { keep: o['keep'], fuzzy, recencyWindow });
   // A snapshot: the async variant must not see changes the caller makes while it runs.
   const list = (messages as Message[]).slice();
   const recencyStart = recencyStartOf(list.length, recencyWindow);
@@ -227,6 +251,7 @@ function plan(messages: unknown, options: DedupeMessagesOptions | undefined): Pl
     recencyWindow,
     recencyStart,
     reference: referenceOf(o['reference']),
+    blocks,
   };
 }
 
@@ -246,12 +271,13 @@ function apply<M extends Message>(p: Plan, result: NativeAnalysis): DedupeMessag
     const info: ReferenceInfo = { kind, id: original.id, keepId, chars: a.contentLength };
     if (a.similarity !== undefined) info.similarity = a.similarity;
     const tag = p.reference(info);
-    const marker: ReplacementMarker = { kind, duplicateOf: keepId };
+    const marker: WholeMessageMarker = { kind, duplicateOf: keepId };
     if (a.similarity !== undefined) marker.similarity = a.similarity;
+    if (p.blocks !== undefined && original.metadata === undefined) marker.metadataAbsent = true;
     out[a.index] = { ...original, content: tag, metadata: { ...(original.metadata ?? {}), ctxdedup: marker } };
     setOwn(verbatim, original.id, original);
     const charsBefore = (p.input.contents[a.index] as string).length;
-    const decision: MessageDecision = {
+    const decision: WholeMessageDecision = {
       index: a.index,
       id: original.id,
       kind,
@@ -283,8 +309,43 @@ function apply<M extends Message>(p: Plan, result: NativeAnalysis): DedupeMessag
       charsAfter: charsBefore - charsSaved,
       charsSaved,
       tokensSaved: Math.round(charsSaved / CHARS_PER_TOKEN),
+      blockReferences: 0,
+      blockLines: 0,
+      blockCharsSaved: 0,
+      blockTokensSaved: 0,
     },
   };
+}
+
+/** Inputs of the block pass once whole-message replacements are known. */
+function blockInput(p: Plan, replaced: DedupeMessagesResult['decisions']): [Uint8Array, Uint8Array, NativeBlockOptions] {
+  const n = p.messages.length;
+  const source = new Uint8Array(n);
+  const blocked = p.input.blocked.slice();
+  for (let i = 0; i < n; i++) source[i] = typeof (p.messages[i] as Message).content === 'string' ? 1 : 0;
+  for (const d of replaced) {
+    source[d.index] = 0;
+    blocked[d.index] = 1;
+  }
+  const options = { ...(p.blocks as ResolvedBlockOptions), messageMinChars: p.native.minChars, skipPrefixes: p.native.skipPrefixes };
+  return [source, blocked, options];
+}
+
+/** Adds the block pass's rewrites, decisions and totals to a whole-message result. */
+function withBlocks<M extends Message>(p: Plan, result: DedupeMessagesResult<M>, found: NativeBlocks): DedupeMessagesResult<M> {
+  const blocks = applyBlocks(p.messages as M[], result.messages, result.verbatim, found);
+  const decisions: MessageDecision[] = [...result.decisions, ...blocks].sort((a, b) => a.index - b.index);
+  const stats = { ...result.stats };
+  for (const d of blocks) {
+    stats.blockReferences++;
+    stats.blockLines += d.lines.to - d.lines.from + 1;
+    stats.blockCharsSaved += d.charsSaved;
+    stats.blockTokensSaved += d.tokensSaved;
+  }
+  stats.charsSaved += stats.blockCharsSaved;
+  stats.charsAfter -= stats.blockCharsSaved;
+  stats.tokensSaved = Math.round(stats.charsSaved / CHARS_PER_TOKEN);
+  return { ...result, decisions, stats };
 }
 
 /**
@@ -301,7 +362,10 @@ function apply<M extends Message>(p: Plan, result: NativeAnalysis): DedupeMessag
 export function dedupeMessages<M extends Message>(messages: readonly M[], options?: DedupeMessagesOptions): DedupeMessagesResult<M> {
   const p = plan(messages, options);
   const { contents, lengths, blocked } = p.input;
-  return apply<M>(p, native.analyzeMessages(contents, lengths, blocked, new Uint8Array(0), p.native));
+  const result = apply<M>(p, native.analyzeMessages(contents, lengths, blocked, new Uint8Array(0), p.native));
+  if (p.blocks === undefined) return result;
+  const ids = p.messages.map((m) => m.id);
+  return withBlocks(p, result, native.dedupeBlocksSync(contents, ids, ...blockInput(p, result.decisions)));
 }
 
 /**
@@ -326,7 +390,12 @@ export async function dedupeMessagesAsync<M extends Message>(
     units <= ASYNC_MIN_UNITS
       ? native.analyzeMessages(contents, lengths, blocked, new Uint8Array(0), p.native)
       : await native.analyzeMessagesAsync(contents, lengths, blocked, new Uint8Array(0), p.native);
-  return apply<M>(p, result);
+  const whole = apply<M>(p, result);
+  if (p.blocks === undefined) return whole;
+  const ids = p.messages.map((m) => m.id);
+  const input = blockInput(p, whole.decisions);
+  const found = units <= ASYNC_MIN_UNITS ? native.dedupeBlocksSync(contents, ids, ...input) : await native.dedupeBlocksAsync(contents, ids, ...input);
+  return withBlocks(p, whole, found);
 }
 
 /**

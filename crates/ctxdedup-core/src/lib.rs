@@ -19,6 +19,9 @@ pub mod sha;
 #[cfg(target_arch = "x86_64")]
 mod sha_ni;
 pub mod source;
+#[rustfmt::skip]
+mod token_classes;
+pub mod tokens;
 pub mod union_find;
 pub mod vectors;
 

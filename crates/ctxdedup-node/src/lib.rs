@@ -6,10 +6,12 @@
 //! (`napi_strict_equals`) or hash a string's Latin-1 copy, a lossy fingerprint whose every match
 //! is confirmed by that comparison.
 
+mod blocks;
 mod ingest;
 mod near_window;
 mod research;
 mod strings;
+mod tokens;
 mod vectors;
 
 use ctxdedup_core::messages::{analyze, AnalyzeOptions, Annotation, Eligibility, KeepRule};
@@ -213,6 +215,23 @@ pub fn analyze_messages_async(
         excluded: flags(fuzzy_excluded),
         options: core_options(&options),
     }))
+}
+
+/// Runs `work` off the JS thread with a panic guard: a panic becomes a JS error naming `what`.
+#[cfg_attr(test, allow(dead_code))]
+pub(crate) fn guarded<T>(what: &str, work: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|_| {
+        Err(Error::new(
+            Status::GenericFailure,
+            format!("ctxdedup: internal error (panic) during {what}"),
+        ))
+    })
+}
+
+/// o200k_base token count of UTF-16 text (the block pass's net-positive rule and its savings).
+#[cfg_attr(test, allow(dead_code))]
+pub(crate) fn tokens_o200k(units: &[u16]) -> usize {
+    ctxdedup_core::tokens::count_utf16(ctxdedup_core::tokens::Encoding::O200kBase, units)
 }
 
 /// Deliberately panics; lets the test suite prove a Rust panic reaches JS as an Error.

@@ -1,0 +1,662 @@
+//! BPE token counting for `o200k_base` and `cl100k_base`, in linear time.
+//!
+//! Counts are identical to the `gpt-tokenizer` npm package (the JavaScript counter ctxdedup used
+//! before), with special-token text such as `<|endoftext|>` counted as plain text:
+//!
+//! - Pre-tokenization follows gpt-tokenizer's JavaScript patterns exactly, not tiktoken's: it is
+//!   a hand-written matcher over the character classes of the JavaScript engine
+//!   ([`token_classes`](crate::token_classes), generated from Node.js). The patterns differ from
+//!   those `bpe-openai` ships in four ways, each of which changes counts: JavaScript `\s` includes
+//!   U+FEFF and excludes U+0085; the contraction suffixes match ASCII letters only (`(?i)` in Rust
+//!   also folds `'ſ` to `'s`); gpt-tokenizer's `cl100k_base` pattern tries `\s+$` before
+//!   `\s*[\r\n]` (so trailing `" \n "` is one piece, not two); and Unicode versions (the tables
+//!   here are those of the JavaScript engine, not of the `regex` crate).
+//! - Each piece is then counted by the `bpe-openai` vocabularies with the `bpe` crate's
+//!   backtracking encoder, which gives exactly the tokens of rank-ordered BPE merging in time
+//!   linear in the piece length (the merging loop of gpt-tokenizer and tiktoken is quadratic,
+//!   which made a long run of one character take minutes).
+//! - The one place where gpt-tokenizer is not rank-ordered BPE: it looks a merged byte pair up by
+//!   its UTF-8 text, decoded with a `TextDecoder` that drops a leading byte-order mark, so a pair
+//!   whose bytes start with U+FEFF gets the rank of the text after the mark (no rank for the mark
+//!   alone). Pieces containing U+FEFF, rare in practice, are merged here with that same rule
+//!   (heap-based merging, `O(n log n)`).
+//!
+//! Lone surrogates count as U+FFFD, as gpt-tokenizer's `TextEncoder` makes them.
+//!
+//! Time: linear in the text length (the pre-tokenizer looks at each character a bounded number of
+//! times; the backtracking encoder is linear in the piece length).
+
+use std::cell::RefCell;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::OnceLock;
+
+use bpe_openai::byte_pair_encoding::BytePairEncoding;
+
+use crate::token_classes::{ASCII, RUN_CLASSES, RUN_STARTS};
+
+pub use crate::token_classes::UNICODE_VERSION;
+
+/// A built-in BPE encoding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Encoding {
+    /// `o200k_base` (GPT-4o, GPT-4.1, o-series, GPT-5).
+    O200kBase,
+    /// `cl100k_base` (GPT-4, GPT-3.5).
+    Cl100kBase,
+}
+
+impl Encoding {
+    /// The encoding named `name` (`"o200k_base"` or `"cl100k_base"`).
+    pub fn from_name(name: &str) -> Option<Encoding> {
+        match name {
+            "o200k_base" => Some(Encoding::O200kBase),
+            "cl100k_base" => Some(Encoding::Cl100kBase),
+            _ => None,
+        }
+    }
+
+    /// The encoding's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Encoding::O200kBase => "o200k_base",
+            Encoding::Cl100kBase => "cl100k_base",
+        }
+    }
+
+    fn bpe(self) -> &'static BytePairEncoding {
+        match self {
+            Encoding::O200kBase => &bpe_openai::o200k_base().bpe,
+            Encoding::Cl100kBase => &bpe_openai::cl100k_base().bpe,
+        }
+    }
+}
+
+/// Number of tokens of `text`, given as UTF-16 code units (a JavaScript string). Lone surrogates
+/// count as U+FFFD.
+pub fn count_utf16(encoding: Encoding, text: &[u16]) -> usize {
+    if text.is_empty() {
+        return 0;
+    }
+    let mut utf8 = Vec::with_capacity(text.len() + text.len() / 2);
+    let mut i = 0;
+    while i < text.len() {
+        // ASCII runs (most text) are copied without decoding.
+        let start = i;
+        while i < text.len() && text[i] < 0x80 {
+            i += 1;
+        }
+        utf8.extend(text[start..i].iter().map(|&u| u as u8));
+        let start = i;
+        while i < text.len() && text[i] >= 0x80 {
+            i += 1;
+        }
+        let mut buf = [0u8; 4];
+        for c in char::decode_utf16(text[start..i].iter().copied()) {
+            let c = c.unwrap_or(char::REPLACEMENT_CHARACTER);
+            utf8.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+        }
+    }
+    let utf8 = String::from_utf8(utf8).expect("UTF-16 decoded to UTF-8 is valid UTF-8");
+    count_str(encoding, &utf8)
+}
+
+/// Number of tokens of `text`.
+pub fn count_str(encoding: Encoding, text: &str) -> usize {
+    let bpe = encoding.bpe();
+    CACHES.with(|caches| {
+        let mut caches = caches.borrow_mut();
+        let cache = &mut caches[encoding as usize];
+        let mut count = 0;
+        for_each_piece(encoding, text, |piece| {
+            count += count_piece_cached(bpe, cache, piece)
+        });
+        count
+    })
+}
+
+/// Counts of pieces already seen, per encoding: natural text repeats its words, and a hash
+/// lookup is much cheaper than encoding. Bounded: each map is cleared when full. Per thread, so
+/// no locking.
+#[derive(Default)]
+struct PieceCache {
+    /// Pieces of up to 15 bytes, packed with their length into the key.
+    short: HashMap<u128, u32, ahash::RandomState>,
+    /// Pieces of 16 to [`CACHED_PIECE_BYTES`] bytes.
+    long: HashMap<Box<[u8]>, u32, ahash::RandomState>,
+}
+
+/// Pieces cached at most, per map, encoding and thread (a few MB in all).
+const CACHE_CAPACITY: usize = 1 << 16;
+
+/// Longest piece (bytes) that is cached.
+const CACHED_PIECE_BYTES: usize = 64;
+
+thread_local! {
+    static CACHES: RefCell<[PieceCache; 2]> = RefCell::new(Default::default());
+}
+
+fn count_piece_cached(bpe: &BytePairEncoding, cache: &mut PieceCache, piece: &str) -> usize {
+    let bytes = piece.as_bytes();
+    if bytes.len() == 1 {
+        return 1;
+    }
+    if bytes.len() < 16 {
+        let mut key = [0u8; 16];
+        key[..bytes.len()].copy_from_slice(bytes);
+        key[15] = bytes.len() as u8;
+        let key = u128::from_le_bytes(key);
+        if let Some(&n) = cache.short.get(&key) {
+            return n as usize;
+        }
+        let n = count_piece(bpe, piece);
+        if cache.short.len() >= CACHE_CAPACITY {
+            cache.short.clear();
+        }
+        cache.short.insert(key, n as u32);
+        return n;
+    }
+    if bytes.len() > CACHED_PIECE_BYTES {
+        return count_piece(bpe, piece);
+    }
+    if let Some(&n) = cache.long.get(bytes) {
+        return n as usize;
+    }
+    let n = count_piece(bpe, piece);
+    if cache.long.len() >= CACHE_CAPACITY {
+        cache.long.clear();
+    }
+    cache.long.insert(bytes.into(), n as u32);
+    n
+}
+
+/// Calls `f` with each pre-tokenization piece of `text`, in order; the pieces concatenate to
+/// `text`.
+pub fn for_each_piece<'a>(encoding: Encoding, text: &'a str, mut f: impl FnMut(&'a str)) {
+    let bytes = text.as_bytes();
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let end = match encoding {
+            Encoding::O200kBase => next_o200k(bytes, pos),
+            Encoding::Cl100kBase => next_cl100k(bytes, pos),
+        };
+        debug_assert!(end > pos && text.is_char_boundary(end));
+        f(&text[pos..end]);
+        pos = end;
+    }
+}
+
+fn count_piece(bpe: &BytePairEncoding, piece: &str) -> usize {
+    if piece.contains('\u{FEFF}') {
+        return count_merging_like_gpt_tokenizer(bpe, piece);
+    }
+    bpe.count(piece.as_bytes())
+}
+
+// --- Character classes --------------------------------------------------------------------------
+
+const OTHER: u8 = 0;
+const SPACE: u8 = 1;
+const NEWLINE: u8 = 2;
+const UPPER: u8 = 3; // Lu, Lt
+const LOWER: u8 = 4; // Ll
+const BOTH: u8 = 5; // Lm, Lo: in both o200k letter classes
+const MARK: u8 = 6; // M: in both o200k letter classes, but not \p{L}
+const NUMBER: u8 = 7;
+
+/// Class and byte length of the character starting at `pos` (`pos < bytes.len()`, a char
+/// boundary).
+#[inline(always)]
+fn class_at(bytes: &[u8], pos: usize) -> (u8, usize) {
+    let b0 = bytes[pos];
+    if b0 < 0x80 {
+        return (ASCII[b0 as usize], 1);
+    }
+    non_ascii_class_at(bytes, pos)
+}
+
+#[inline(never)]
+fn non_ascii_class_at(bytes: &[u8], pos: usize) -> (u8, usize) {
+    let b0 = bytes[pos];
+    let (cp, len) = if b0 < 0xE0 {
+        (
+            (u32::from(b0 & 0x1F) << 6) | u32::from(bytes[pos + 1] & 0x3F),
+            2,
+        )
+    } else if b0 < 0xF0 {
+        (
+            (u32::from(b0 & 0x0F) << 12)
+                | (u32::from(bytes[pos + 1] & 0x3F) << 6)
+                | u32::from(bytes[pos + 2] & 0x3F),
+            3,
+        )
+    } else {
+        (
+            (u32::from(b0 & 0x07) << 18)
+                | (u32::from(bytes[pos + 1] & 0x3F) << 12)
+                | (u32::from(bytes[pos + 2] & 0x3F) << 6)
+                | u32::from(bytes[pos + 3] & 0x3F),
+            4,
+        )
+    };
+    if let Some(&class) = bmp_classes().get(cp as usize) {
+        return (class, len);
+    }
+    (class_of_code_point(cp), len)
+}
+
+/// Class of a code point from U+0080 on, by binary search over the runs.
+fn class_of_code_point(cp: u32) -> u8 {
+    let run = RUN_STARTS.partition_point(|&start| start <= cp) - 1;
+    RUN_CLASSES[run]
+}
+
+/// Class of every code point of the Basic Multilingual Plane (64 KiB, built on first use).
+fn bmp_classes() -> &'static [u8] {
+    static TABLE: OnceLock<Box<[u8]>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut table = vec![OTHER; 0x10000];
+        table[..0x80].copy_from_slice(&ASCII);
+        for (i, &start) in RUN_STARTS.iter().enumerate() {
+            let end = RUN_STARTS
+                .get(i + 1)
+                .map_or(0x10000, |&next| next.min(0x10000));
+            if start < end {
+                table[start as usize..end as usize].fill(RUN_CLASSES[i]);
+            }
+        }
+        table.into_boxed_slice()
+    })
+}
+
+#[inline(always)]
+fn class_or_end(bytes: &[u8], pos: usize) -> Option<(u8, usize)> {
+    (pos < bytes.len()).then(|| class_at(bytes, pos))
+}
+
+/// `\p{L}`
+#[inline]
+fn is_letter(c: u8) -> bool {
+    matches!(c, UPPER | LOWER | BOTH)
+}
+
+/// `[^\r\n\p{L}\p{N}]`
+#[inline]
+fn is_prefix(c: u8) -> bool {
+    matches!(c, OTHER | SPACE | MARK)
+}
+
+/// `[^\s\p{L}\p{N}]`
+#[inline]
+fn is_symbol(c: u8) -> bool {
+    matches!(c, OTHER | MARK)
+}
+
+/// `\s`
+#[inline]
+fn is_space(c: u8) -> bool {
+    matches!(c, SPACE | NEWLINE)
+}
+
+/// `[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]`
+#[inline]
+fn is_upperish(c: u8) -> bool {
+    matches!(c, UPPER | BOTH | MARK)
+}
+
+/// `[\p{Ll}\p{Lm}\p{Lo}\p{M}]`
+#[inline]
+fn is_lowerish(c: u8) -> bool {
+    matches!(c, LOWER | BOTH | MARK)
+}
+
+/// End of the longest run from `pos` of characters whose class satisfies `pred`.
+#[inline]
+fn run_end(bytes: &[u8], mut pos: usize, pred: impl Fn(u8) -> bool) -> usize {
+    while let Some((c, len)) = class_or_end(bytes, pos) {
+        if !pred(c) {
+            break;
+        }
+        pos += len;
+    }
+    pos
+}
+
+/// `'(?:[sS]|[dD]|[mM]|[tT]|[lL][lL]|[vV][eE]|[rR][eE])` at `pos`: its end.
+#[inline]
+fn contraction(bytes: &[u8], pos: usize) -> Option<usize> {
+    if bytes.get(pos) != Some(&b'\'') {
+        return None;
+    }
+    let lower = |i: usize| bytes.get(pos + i).map(|b| b.to_ascii_lowercase());
+    match lower(1)? {
+        b's' | b'd' | b'm' | b't' => Some(pos + 2),
+        b'l' if lower(2) == Some(b'l') => Some(pos + 3),
+        b'v' | b'r' if lower(2) == Some(b'e') => Some(pos + 3),
+        _ => None,
+    }
+}
+
+/// The whitespace run starting at `pos`: its end, the start of its last character, and the end of
+/// its last `\r` or `\n` if any.
+fn space_run(bytes: &[u8], pos: usize) -> (usize, usize, Option<usize>) {
+    let mut end = pos;
+    let mut last_start = pos;
+    let mut last_newline = None;
+    while let Some((c, len)) = class_or_end(bytes, end) {
+        if !is_space(c) {
+            break;
+        }
+        if c == NEWLINE {
+            last_newline = Some(end + len);
+        }
+        last_start = end;
+        end += len;
+    }
+    (end, last_start, last_newline)
+}
+
+/// `' ?[^\s\p{L}\p{N}]+'` followed by `tail` (the characters `[\r\n]` or `[\r\n/]`), at `pos`.
+fn symbols(bytes: &[u8], pos: usize, class: u8, slash: bool) -> Option<usize> {
+    let start =
+        if bytes[pos] == b' ' && class_or_end(bytes, pos + 1).is_some_and(|(c, _)| is_symbol(c)) {
+            pos + 1
+        } else if is_symbol(class) {
+            pos
+        } else {
+            return None;
+        };
+    let mut end = run_end(bytes, start, is_symbol);
+    while let Some(&b) = bytes.get(end) {
+        if b == b'\r' || b == b'\n' || (slash && b == b'/') {
+            end += 1;
+        } else {
+            break;
+        }
+    }
+    Some(end)
+}
+
+/// `\p{N}{1,3}` at `pos` (whose class is `NUMBER`).
+fn digits(bytes: &[u8], mut pos: usize) -> usize {
+    for _ in 0..3 {
+        match class_or_end(bytes, pos) {
+            Some((NUMBER, len)) => pos += len,
+            _ => break,
+        }
+    }
+    pos
+}
+
+/// gpt-tokenizer's `cl100k_base` pattern, matched at `pos`:
+/// `'(?:[sS]|[dD]|[mM]|[tT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+/// ?[^\s\p{L}\p{N}]+[\r\n]*|\s+$|\s*[\r\n]|\s+(?!\S)|\s`. Every position matches one alternative.
+fn next_cl100k(bytes: &[u8], pos: usize) -> usize {
+    if let Some(end) = contraction(bytes, pos) {
+        return end;
+    }
+    let (class, len) = class_at(bytes, pos);
+    if is_prefix(class) {
+        if let Some((next, _)) = class_or_end(bytes, pos + len) {
+            if is_letter(next) {
+                return run_end(bytes, pos + len, is_letter);
+            }
+        }
+    }
+    if is_letter(class) {
+        return run_end(bytes, pos, is_letter);
+    }
+    if class == NUMBER {
+        return digits(bytes, pos);
+    }
+    if let Some(end) = symbols(bytes, pos, class, false) {
+        return end;
+    }
+    // Whitespace.
+    let (end, last_start, last_newline) = space_run(bytes, pos);
+    if end == bytes.len() {
+        return end; // \s+$
+    }
+    if let Some(newline_end) = last_newline {
+        return newline_end; // \s*[\r\n]
+    }
+    if last_start > pos {
+        return last_start; // \s+(?!\S)
+    }
+    pos + len // \s
+}
+
+/// gpt-tokenizer's (and tiktoken's) `o200k_base` pattern, matched at `pos`, with contractions
+/// `'(?:[sS]|[dD]|[mM]|[tT]|[lL][lL]|[vV][eE]|[rR][eE])` (ASCII only):
+/// `[^\r\n\p{L}\p{N}]?[UP]*[LO]+(?:C)?|[^\r\n\p{L}\p{N}]?[UP]+[LO]*(?:C)?|\p{N}{1,3}|
+/// ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+` where `UP` is
+/// `\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}` and `LO` is `\p{Ll}\p{Lm}\p{Lo}\p{M}`.
+fn next_o200k(bytes: &[u8], pos: usize) -> usize {
+    let (class, len) = class_at(bytes, pos);
+    let prefixed = is_prefix(class).then_some(pos + len);
+    // First alternative, with the optional prefix taken, then without (backtracking order).
+    for start in prefixed.into_iter().chain([pos]) {
+        if let Some(end) = upper_then_lower(bytes, start) {
+            return contraction(bytes, end).unwrap_or(end);
+        }
+    }
+    // Second alternative.
+    for start in prefixed.into_iter().chain([pos]) {
+        if class_or_end(bytes, start).is_some_and(|(c, _)| is_upperish(c)) {
+            let upper_end = run_end(bytes, start, is_upperish);
+            let end = run_end(bytes, upper_end, is_lowerish);
+            return contraction(bytes, end).unwrap_or(end);
+        }
+    }
+    if class == NUMBER {
+        return digits(bytes, pos);
+    }
+    if let Some(end) = symbols(bytes, pos, class, true) {
+        return end;
+    }
+    // Whitespace.
+    let (end, last_start, last_newline) = space_run(bytes, pos);
+    if let Some(newline_end) = last_newline {
+        return newline_end; // \s*[\r\n]+
+    }
+    if end == bytes.len() || last_start == pos {
+        return end; // \s+(?!\S) to the end, or \s+ of one character
+    }
+    last_start // \s+(?!\S)
+}
+
+/// `[UP]*[LO]+` at `start`, as a backtracking matcher finds it: `[UP]*` takes the longest run
+/// that is followed by an `LO` character, then `[LO]+` the longest run from there.
+fn upper_then_lower(bytes: &[u8], start: usize) -> Option<usize> {
+    let mut pos = start;
+    // Start of the last character of the `UP` run that is also `LO`.
+    let mut last_both = None;
+    while let Some((c, len)) = class_or_end(bytes, pos) {
+        if !is_upperish(c) {
+            break;
+        }
+        if is_lowerish(c) {
+            last_both = Some(pos);
+        }
+        pos += len;
+    }
+    let lower_start = match class_or_end(bytes, pos) {
+        Some((c, _)) if is_lowerish(c) => pos,
+        _ => last_both?,
+    };
+    Some(run_end(bytes, lower_start, is_lowerish))
+}
+
+// --- gpt-tokenizer's merging, for pieces containing U+FEFF ---------------------------------------
+
+/// Byte-order mark.
+const BOM: &str = "\u{FEFF}";
+
+/// gpt-tokenizer's count of one piece containing U+FEFF.
+///
+/// gpt-tokenizer keeps the tokens that are valid UTF-8 in a map keyed by their text, the others
+/// as bytes. A token whose bytes start with U+FEFF is kept as bytes, but looked up by text: the
+/// piece itself is looked up by its text, so a piece starting with U+FEFF is never found whole;
+/// a byte pair that is valid UTF-8 is decoded by a `TextDecoder` that drops a leading U+FEFF, so
+/// it gets the rank of the text after the mark, if that text is a token (and not itself kept as
+/// bytes). Merging is rank-ordered (leftmost pair first among equal ranks), here with a heap in
+/// `O(n log n)`. The count is the number of parts left (gpt-tokenizer's final lookup of each part
+/// never fails: every part is a byte or was merged because its text has a rank).
+fn count_merging_like_gpt_tokenizer(bpe: &BytePairEncoding, piece: &str) -> usize {
+    if !piece.starts_with(BOM) && token_of(bpe, piece.as_bytes()).is_some() {
+        return 1;
+    }
+    let bytes = piece.as_bytes();
+    let n = bytes.len();
+    // Parts: each live part starts at a byte position `p` and ends at `next[p]`.
+    let mut next: Vec<usize> = (1..=n).collect();
+    let mut prev: Vec<usize> = (0..n).map(|i| i.wrapping_sub(1)).collect();
+    let mut alive = vec![true; n];
+    // Candidate merges: (rank, start of the left part, end of the right part).
+    let mut heap: BinaryHeap<Reverse<(u32, usize, usize)>> = BinaryHeap::new();
+    let candidate =
+        |heap: &mut BinaryHeap<Reverse<(u32, usize, usize)>>, left: usize, end: usize| {
+            if let Some(rank) = rank_like_gpt_tokenizer(bpe, &bytes[left..end]) {
+                heap.push(Reverse((rank, left, end)));
+            }
+        };
+    for i in 0..n.saturating_sub(1) {
+        candidate(&mut heap, i, i + 2);
+    }
+    let mut parts = n;
+    while let Some(Reverse((_, left, end))) = heap.pop() {
+        // A candidate is stale unless its two parts are still adjacent and span the same bytes.
+        let right = next[left];
+        if !alive[left] || right >= n || next[right] != end {
+            continue;
+        }
+        alive[right] = false;
+        next[left] = end;
+        parts -= 1;
+        if end < n {
+            prev[end] = left;
+            candidate(&mut heap, left, next[end]);
+        }
+        if left > 0 {
+            candidate(&mut heap, prev[left], end);
+        }
+    }
+    parts
+}
+
+/// The rank gpt-tokenizer finds for the byte string `bytes` while merging.
+fn rank_like_gpt_tokenizer(bpe: &BytePairEncoding, bytes: &[u8]) -> Option<u32> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => {
+            let text = text.strip_prefix(BOM).unwrap_or(text);
+            if text.starts_with(BOM) {
+                None
+            } else {
+                token_of(bpe, text.as_bytes())
+            }
+        }
+        Err(_) => token_of(bpe, bytes),
+    }
+}
+
+/// The token whose bytes are exactly `bytes` (token ids are ranks).
+fn token_of(bpe: &BytePairEncoding, bytes: &[u8]) -> Option<u32> {
+    // No token is longer than 128 bytes.
+    if bytes.is_empty() || bytes.len() > 256 {
+        return None;
+    }
+    let tokens = bpe.encode_via_backtracking(bytes);
+    (tokens.len() == 1).then(|| tokens[0])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pieces(encoding: Encoding, text: &str) -> Vec<&str> {
+        let mut out = Vec::new();
+        for_each_piece(encoding, text, |p| out.push(p));
+        out
+    }
+
+    #[test]
+    fn bmp_table_agrees_with_the_runs() {
+        let table = bmp_classes();
+        for cp in 0x80..0x10000u32 {
+            assert_eq!(table[cp as usize], class_of_code_point(cp), "U+{cp:04X}");
+        }
+        assert_eq!(table[0xFEFF], SPACE);
+        assert_eq!(table[0x85], OTHER);
+        assert_eq!(class_of_code_point(0x1F600), OTHER);
+        assert_eq!(class_of_code_point(0x10400), UPPER);
+    }
+
+    #[test]
+    fn known_counts() {
+        use Encoding::*;
+        assert_eq!(count_str(O200kBase, ""), 0);
+        assert_eq!(count_str(O200kBase, "Hello, world!"), 4);
+        assert_eq!(count_str(Cl100kBase, "hello world"), 2);
+        // Special-token text is plain text.
+        assert_eq!(count_str(Cl100kBase, "<|endoftext|>"), 7);
+        assert_eq!(count_str(O200kBase, "<|endoftext|>"), 7);
+    }
+
+    #[test]
+    fn utf16_lone_surrogates_count_as_replacement_characters() {
+        let text: Vec<u16> = "a\u{FFFD}b".encode_utf16().collect();
+        for enc in [Encoding::O200kBase, Encoding::Cl100kBase] {
+            let expected = count_utf16(enc, &text);
+            assert_eq!(count_utf16(enc, &[0x61, 0xD800, 0x62]), expected);
+            assert_eq!(count_utf16(enc, &[0x61, 0xDC00, 0x62]), expected);
+            let emoji: Vec<u16> = "a😀b".encode_utf16().collect();
+            assert_eq!(count_utf16(enc, &emoji), count_str(enc, "a😀b"));
+        }
+    }
+
+    #[test]
+    fn splits_like_the_javascript_patterns() {
+        use Encoding::*;
+        assert_eq!(pieces(O200kBase, "Hello  world"), ["Hello", " ", " world"]);
+        assert_eq!(pieces(O200kBase, "don't'S'ſ"), ["don't", "'S", "'ſ"]);
+        assert_eq!(pieces(O200kBase, "ABCdef GHI"), ["ABCdef", " GHI"]);
+        assert_eq!(pieces(O200kBase, "12345"), ["123", "45"]);
+        assert_eq!(pieces(O200kBase, "a \n \n b"), ["a", " \n \n", " b"]);
+        assert_eq!(pieces(O200kBase, "x!!\n/\n//y"), ["x", "!!\n/\n//", "y"]);
+        // JavaScript \s: U+FEFF is whitespace, U+0085 is not.
+        assert_eq!(
+            pieces(O200kBase, "a\u{FEFF}\u{FEFF}"),
+            ["a", "\u{FEFF}\u{FEFF}"]
+        );
+        assert_eq!(pieces(O200kBase, "a\u{85}\u{85}"), ["a", "\u{85}\u{85}"]);
+        // Trailing whitespace: cl100k (gpt-tokenizer) tries \s+$ first; o200k splits at the newline.
+        assert_eq!(pieces(Cl100kBase, "abc \n "), ["abc", " \n "]);
+        assert_eq!(pieces(O200kBase, "abc \n "), ["abc", " \n", " "]);
+        assert_eq!(
+            pieces(Cl100kBase, "it's  \n\n x"),
+            ["it", "'s", "  \n\n", " x"]
+        );
+        // A mark before an upper-case run: the first alternative matches the mark alone.
+        assert_eq!(pieces(O200kBase, "\u{301}AB "), ["\u{301}", "AB", " "]);
+    }
+
+    #[test]
+    fn byte_order_mark_merges_like_gpt_tokenizer() {
+        // gpt-tokenizer 4.0.0: "\u{FEFF}" -> [5416, 123] (o200k), [171, 3299] (cl100k).
+        assert_eq!(count_str(Encoding::O200kBase, "\u{FEFF}"), 2);
+        assert_eq!(count_str(Encoding::Cl100kBase, "\u{FEFF}"), 2);
+        assert_eq!(count_str(Encoding::O200kBase, "\u{FEFF}hello"), 3);
+        assert_eq!(count_str(Encoding::O200kBase, " \u{FEFF}"), 1);
+    }
+
+    #[test]
+    fn long_runs_of_one_character() {
+        let n = 1_000_000;
+        for enc in [Encoding::O200kBase, Encoding::Cl100kBase] {
+            for c in ["x", "-", " ", "\n", "7", "\u{FEFF}"] {
+                let count = count_str(enc, &c.repeat(n));
+                assert!(count > 0 && count <= 3 * n, "{enc:?} {c:?}: {count}");
+            }
+        }
+    }
+}
