@@ -76,6 +76,7 @@ export {
 } from './stages/research.js';
 export {
   countTokens,
+  countTokensBatch,
   tokenCounter,
   DEFAULT_ENCODING,
   type TokenCounter,

@@ -97,7 +97,8 @@ pub fn count_utf16(encoding: Encoding, text: &[u16]) -> usize {
             utf8.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
         }
     }
-    let utf8 = String::from_utf8(utf8).expect("UTF-16 decoded to UTF-8 is valid UTF-8");
+    // SAFETY: `utf8` holds ASCII bytes and the UTF-8 encodings of `char`s, nothing else.
+    let utf8 = unsafe { String::from_utf8_unchecked(utf8) };
     count_str(encoding, &utf8)
 }
 
@@ -117,17 +118,19 @@ pub fn count_str(encoding: Encoding, text: &str) -> usize {
 
 /// Counts of pieces already seen, per encoding: natural text repeats its words, and a hash
 /// lookup is much cheaper than encoding. Bounded: each map is cleared when full. Per thread, so
-/// no locking.
+/// no locking. Keys of short pieces are integers, so the maps stay small and cache-friendly.
 #[derive(Default)]
 struct PieceCache {
-    /// Pieces of up to 15 bytes, packed with their length into the key.
+    /// Pieces of 2 to 7 bytes (most words), keyed by [`short_key`].
+    tiny: HashMap<u64, u32, ahash::RandomState>,
+    /// Pieces of 8 to 15 bytes, keyed by [`short_key`].
     short: HashMap<u128, u32, ahash::RandomState>,
     /// Pieces of 16 to [`CACHED_PIECE_BYTES`] bytes.
     long: HashMap<Box<[u8]>, u32, ahash::RandomState>,
 }
 
-/// Pieces cached at most, per map, encoding and thread (a few MB in all).
-const CACHE_CAPACITY: usize = 1 << 16;
+/// Pieces cached at most, per map, encoding and thread.
+const CACHE_CAPACITY: usize = 1 << 15;
 
 /// Longest piece (bytes) that is cached.
 const CACHED_PIECE_BYTES: usize = 64;
@@ -136,38 +139,50 @@ thread_local! {
     static CACHES: RefCell<[PieceCache; 2]> = RefCell::new(Default::default());
 }
 
-fn count_piece_cached(bpe: &BytePairEncoding, cache: &mut PieceCache, piece: &str) -> usize {
-    let bytes = piece.as_bytes();
-    if bytes.len() == 1 {
-        return 1;
-    }
-    if bytes.len() < 16 {
-        let mut key = [0u8; 16];
-        key[..bytes.len()].copy_from_slice(bytes);
-        key[15] = bytes.len() as u8;
-        let key = u128::from_le_bytes(key);
-        if let Some(&n) = cache.short.get(&key) {
-            return n as usize;
-        }
-        let n = count_piece(bpe, piece);
-        if cache.short.len() >= CACHE_CAPACITY {
-            cache.short.clear();
-        }
-        cache.short.insert(key, n as u32);
-        return n;
-    }
-    if bytes.len() > CACHED_PIECE_BYTES {
-        return count_piece(bpe, piece);
-    }
-    if let Some(&n) = cache.long.get(bytes) {
+/// `len * 256^len` plus the bytes read as a big-endian number, for pieces of up to 15 bytes: one
+/// key per piece (the keys of pieces of one length lie in `[len * 256^len, (len + 1) * 256^len)`).
+/// Built in registers: copying into a byte array and reading it back stalls on store forwarding.
+#[inline(always)]
+fn short_key(bytes: &[u8]) -> u128 {
+    bytes
+        .iter()
+        .fold(bytes.len() as u128, |k, &b| (k << 8) | u128::from(b))
+}
+
+/// Looks `key` up in `map`, or counts `piece` and remembers it.
+#[inline(always)]
+fn cached<K: std::hash::Hash + Eq>(
+    map: &mut HashMap<K, u32, ahash::RandomState>,
+    key: K,
+    bpe: &BytePairEncoding,
+    piece: &str,
+) -> usize {
+    if let Some(&n) = map.get(&key) {
         return n as usize;
     }
     let n = count_piece(bpe, piece);
-    if cache.long.len() >= CACHE_CAPACITY {
-        cache.long.clear();
+    if map.len() >= CACHE_CAPACITY {
+        map.clear();
     }
-    cache.long.insert(bytes.into(), n as u32);
+    map.insert(key, n as u32);
     n
+}
+
+fn count_piece_cached(bpe: &BytePairEncoding, cache: &mut PieceCache, piece: &str) -> usize {
+    let bytes = piece.as_bytes();
+    match bytes.len() {
+        1 => 1,
+        // 7 * 256^7 + 256^7 = 2^59 fits in a u64.
+        2..=7 => cached(&mut cache.tiny, short_key(bytes) as u64, bpe, piece),
+        8..=15 => cached(&mut cache.short, short_key(bytes), bpe, piece),
+        16..=CACHED_PIECE_BYTES => {
+            if let Some(&n) = cache.long.get(bytes) {
+                return n as usize;
+            }
+            cached(&mut cache.long, bytes.into(), bpe, piece)
+        }
+        _ => count_piece(bpe, piece),
+    }
 }
 
 /// Calls `f` with each pre-tokenization piece of `text`, in order; the pieces concatenate to
