@@ -14,11 +14,58 @@ export function rangeError(path: string, problem: string): never {
   throw new RangeError(`${path} ${problem}`);
 }
 
-/** Describes a value's type for an error message (`null`, `array`, `number`, ...). */
+/**
+ * Describes a value's type for an error message (`null`, `an array`, `a number`, ...). Never
+ * throws, whatever the value (a revoked proxy included).
+ */
 export function describe(value: unknown): string {
   if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
+  let array = false;
+  try {
+    array = Array.isArray(value);
+  } catch {
+    // A revoked proxy: `Array.isArray` throws; it is still an object.
+  }
+  if (array) return 'an array';
   return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
+}
+
+/** Longest rendering {@link show} returns (longer ones are cut, with an ellipsis). */
+const SHOW_MAX = 120;
+
+/**
+ * A value as an error message shows it: strings and plain data as JSON (`"x"`, `{"a":1}`),
+ * numbers and booleans as JavaScript prints them, BigInts as `10n`, symbols as `Symbol(x)`.
+ * Never throws: values JSON cannot render (cycles, BigInts inside objects, throwing getters or
+ * `toJSON`, proxies) fall back to {@link describe}. Long renderings are cut.
+ */
+export function show(value: unknown): string {
+  let text: string;
+  try {
+    switch (typeof value) {
+      case 'string':
+        text = JSON.stringify(value);
+        break;
+      case 'number':
+      case 'boolean':
+      case 'undefined':
+        text = String(value);
+        break;
+      case 'bigint':
+        text = `${value.toString()}n`;
+        break;
+      case 'symbol':
+        text = value.toString();
+        break;
+      case 'function':
+        return 'a function';
+      default:
+        text = (JSON.stringify(value) as string | undefined) ?? describe(value);
+    }
+  } catch {
+    return describe(value);
+  }
+  return text.length > SHOW_MAX ? `${text.slice(0, SHOW_MAX - 1)}…` : text;
 }
 
 /** Asserts `value` is an array. */

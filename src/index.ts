@@ -27,7 +27,18 @@ export {
   type ReferenceInfo,
   type ReferenceTemplates,
   type ReplacementMarker,
+  type WholeMessageDecision,
+  type WholeMessageMarker,
 } from './stages/messages.js';
+export {
+  expandMessages,
+  DEFAULT_BLOCK_TEMPLATES,
+  type BlockOptions,
+  type BlockDecision,
+  type BlockNumbering,
+  type BlockReference,
+  type BlocksMarker,
+} from './stages/blocks.js';
 export {
   ResourceLedger,
   restoreResources,

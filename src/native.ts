@@ -18,6 +18,12 @@ export interface NativeAnalyzeOptions {
   recencyStart: number;
   exact: boolean;
   fuzzyThreshold?: number | undefined;
+  /**
+   * `true` (the default): a reference only ever points at a message kept in full (annotated
+   * messages at `index >= recencyStart` stay in full). `false`: context-compression-engine's
+   * behaviour, where an exact duplicate may point at a message replaced as a near duplicate.
+   */
+  visibleTargets?: boolean | undefined;
 }
 
 /** Annotations as parallel columns; exact and fuzzy are disjoint. @internal */
@@ -29,6 +35,39 @@ export interface NativeAnalysis {
   fuzzyOf: Uint32Array;
   fuzzyLength: Uint32Array;
   fuzzySimilarity: Float64Array;
+}
+
+/** Options of the native block pass (validated by the caller). @internal */
+export interface NativeBlockOptions {
+  minLines: number;
+  minChars: number;
+  lineNumbers: boolean;
+  lookback?: number | undefined;
+  /** The message stage's eligibility rule (length, skipped prefixes as UTF-16 units). */
+  messageMinChars: number;
+  skipPrefixes: Uint16Array[];
+  /** UTF-16 code units of the reference templates. */
+  reference: Uint16Array;
+  numberedReference: Uint16Array;
+}
+
+/** Block references as parallel columns; `numberedFirst` is 0xFFFFFFFF without numbering. @internal */
+export interface NativeBlocks {
+  message: Uint32Array;
+  lineStart: Uint32Array;
+  lineCount: Uint32Array;
+  unitStart: Uint32Array;
+  unitEnd: Uint32Array;
+  outLine: Uint32Array;
+  target: Uint32Array;
+  targetLine: Uint32Array;
+  numberedFirst: Uint32Array;
+  targetNumberedFirst: Uint32Array;
+  width: Uint32Array;
+  separator: Uint32Array;
+  tokensBefore: Uint32Array;
+  tokensAfter: Uint32Array;
+  text: string[];
 }
 
 /** Findings paragraphs as parallel columns. @internal */
@@ -90,6 +129,15 @@ export interface NativeBinding {
     options: NativeAnalyzeOptions,
   ): Promise<NativeAnalysis>;
   panicForTest(): void;
+  blockTemplateError(template: Uint16Array, numbered: boolean): string | null;
+  dedupeBlocksSync(contents: string[], ids: string[], source: Uint8Array, blocked: Uint8Array, options: NativeBlockOptions): NativeBlocks;
+  dedupeBlocksAsync(
+    contents: string[],
+    ids: string[],
+    source: Uint8Array,
+    blocked: Uint8Array,
+    options: NativeBlockOptions,
+  ): Promise<NativeBlocks>;
   ingestHashBatch(contents: string[]): NativeIngestBatch;
   ingestHashBatchAsync(contents: string[]): Promise<NativeIngestBatch>;
   nearDuplicatesInWindow(window: string[], batch: string[], exclude: Uint8Array, threshold: number): NativeNearMatches;

@@ -7,7 +7,7 @@
  * token count can be plugged in instead.
  * @module
  */
-import { describe, expectArray, rangeError, typeError } from './errors.js';
+import { describe, expectArray, rangeError, show, typeError } from './errors.js';
 import { native } from './native.js';
 
 /** Counts the tokens of a text. Must return a non-negative integer. */
@@ -29,7 +29,7 @@ const counters = new Map<TokenEncoding, TokenCounter>(
 
 function checkEncoding(encoding: unknown): TokenEncoding {
   if (!ENCODINGS.includes(encoding as TokenEncoding)) {
-    typeError('encoding', `must be one of ${ENCODINGS.join(', ')}, got ${String(encoding)}`);
+    typeError('encoding', `must be one of ${ENCODINGS.join(', ')}, got ${show(encoding)}`);
   }
   return encoding as TokenEncoding;
 }

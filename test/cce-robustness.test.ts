@@ -231,6 +231,71 @@ describe('CCE tolerance', () => {
   });
 });
 
+describe('CCE option coercion (issue 12)', () => {
+  const base = text('near', 20);
+  const edited = base.replace('near 7:', 'NEAR seven:');
+  const messages: CceMessage[] = [
+    { id: 'a', content: base },
+    { id: 'b', content: edited },
+    { id: 'c', content: base },
+  ];
+
+  it("fuzzyThreshold '0.9' is compared like CCE compares it (as 0.9), not a native conversion error", () => {
+    const asNumber = dedupe(messages, { fuzzyDedup: true, fuzzyThreshold: 0.9, recencyWindow: 0 });
+    expect(asNumber.stats.messages_fuzzy_deduped).toBe(1);
+    expect(dedupe(messages, { fuzzyDedup: true, fuzzyThreshold: unsafe('0.9'), recencyWindow: 0 })).toEqual(asNumber);
+    // 0.95 is above 19/21: nothing near; 'abc' is NaN and matches nothing; null is 0.
+    expect(dedupe(messages, { fuzzyDedup: true, fuzzyThreshold: unsafe('0.95'), recencyWindow: 0 }).stats.messages_fuzzy_deduped).toBe(0);
+    expect(dedupe(messages, { fuzzyDedup: true, fuzzyThreshold: unsafe('abc'), recencyWindow: 0 }).stats.messages_fuzzy_deduped).toBe(0);
+    expect(dedupe(messages, { fuzzyDedup: true, fuzzyThreshold: unsafe(null), recencyWindow: 0 })).toEqual(dedupe(messages, { fuzzyDedup: true, fuzzyThreshold: 0, recencyWindow: 0 }));
+    expect(dedupe(messages, { fuzzyDedup: true, fuzzyThreshold: unsafe(1n), recencyWindow: 0 })).toEqual(dedupe(messages, { fuzzyDedup: true, fuzzyThreshold: 1, recencyWindow: 0 }));
+    expect(sorted(analyzeFuzzyDuplicates(messages, 3, new Set(), new Map(), unsafe('0.9')))).toEqual(sorted(analyzeFuzzyDuplicates(messages, 3, new Set(), new Map(), 0.9)));
+  });
+
+  it('switches are read for their truthiness, like CCE reads them', () => {
+    const on = dedupe(messages, { fuzzyDedup: true, recencyWindow: 0 });
+    expect(dedupe(messages, { dedup: unsafe(1), fuzzyDedup: unsafe('yes'), recencyWindow: 0 })).toEqual(on);
+    expect(dedupe(messages, { dedup: unsafe(0), fuzzyDedup: unsafe(''), recencyWindow: 0 }).stats).toMatchObject({ messages_deduped: 0, messages_fuzzy_deduped: 0 });
+    expect(dedupe(messages, { dedup: unsafe(null), fuzzyDedup: true, recencyWindow: 0 }).stats.messages_deduped).toBe(0);
+    // A window given as a string is used in arithmetic and comparison as CCE does.
+    expect(dedupe(messages, { recencyWindow: unsafe('1') })).toEqual(dedupe(messages, { recencyWindow: 1 }));
+  });
+
+  it('property: random option values never produce anything but a result, a TypeError or a RangeError', () => {
+    const odd = fc.oneof(
+      fc.anything({ withBigInt: true, withBoxedValues: true, withMap: true, withSet: true, withNullPrototype: true, withTypedArray: true, withSparseArray: true, maxDepth: 2 }),
+      fc.constantFrom<unknown>('0.9', '1', '', 'abc', -1, 0.5, 2, NaN, Infinity, 1n, -3n, null, undefined, true, [], {}, [0.9], Symbol('s'), () => 0.9),
+    );
+    const optionsArb = fc.record(
+      { dedup: odd, fuzzyDedup: odd, fuzzyThreshold: odd, recencyWindow: odd, preserve: odd, sourceVersion: odd, trace: odd },
+      { requiredKeys: [] },
+    );
+    const messagesArb = fc.oneof(
+      fc.constant(messages),
+      fc.array(fc.oneof(fc.constantFrom<unknown>(...messages, null, undefined, 42), fc.record({ id: odd, role: odd, content: fc.oneof(fc.constantFrom(base, edited), odd), tool_calls: odd, metadata: odd }, { requiredKeys: [] })), { maxLength: 6 }),
+      odd,
+    );
+    const allowed = (run: () => unknown): void => {
+      try {
+        run();
+      } catch (error) {
+        expect(error instanceof TypeError || error instanceof RangeError, String(error)).toBe(true);
+      }
+    };
+    fc.assert(
+      fc.property(messagesArb, optionsArb, odd, odd, odd, odd, (m, o, recencyStart, preserveRoles, exactMap, threshold) => {
+        allowed(() => dedupe(unsafe(m), unsafe(o)));
+        allowed(() => dedupe(unsafe(m), unsafe(recencyStart)));
+        allowed(() => analyzeDuplicates(unsafe(m), unsafe(recencyStart), unsafe(preserveRoles)));
+        allowed(() => analyzeFuzzyDuplicates(unsafe(m), unsafe(recencyStart), unsafe(preserveRoles), unsafe(exactMap), unsafe(threshold)));
+        allowed(() => analyzeFuzzyDuplicates(messages, unsafe(recencyStart), unsafe(preserveRoles), new Map(), unsafe(threshold)));
+        allowed(() => dedupe(messages, unsafe({ ...(typeof o === 'object' ? o : {}), fuzzyDedup: true })));
+      }),
+      { numRuns: 1000 },
+    );
+  });
+});
+
 describe('robustness beyond CCE', () => {
   it('(a) 6,000 eligible messages sharing their first five lines: no error, no groups at 0.85', () => {
     const header = Array.from({ length: 5 }, (_, i) => `shared header line ${i}: $ npm test -- --reporter=verbose`);

@@ -5,8 +5,8 @@
  * The streaming test runs on a 200 MB corpus; set CTXDEDUP_BIG_TESTS=1 for the multi-GB run.
  * The screenshot test needs Debian's `chromium` at /usr/bin/chromium and skips without it.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, statSync, readdirSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { closeSync, existsSync, openSync, readFileSync, statSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { inflateSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -89,6 +89,95 @@ describe('ctxdedup binary with worker threads', () => {
     expect(two.bytesOut).toBe(one.bytesOut);
     expect(readFileSync(two.out).equals(readFileSync(one.out))).toBe(true);
   }, 120_000);
+});
+
+describe('ctxdedup binary when stdout fails (issue 12, item 8)', () => {
+  const conversation = JSON.stringify({ messages: [{ role: 'user', content: 'v'.repeat(300) }, { role: 'assistant', content: 'ok' }, { role: 'user', content: 'v'.repeat(300) }] });
+
+  /** Runs the binary with stdout on `path` opened with `flags`. */
+  function withStdout(path: string, flags: string, args: string[]): { code: number | null; stderr: string } {
+    const fd = openSync(path, flags);
+    try {
+      const r = spawnSync(process.execPath, [BIN, ...args], { cwd: ROOT, stdio: ['ignore', fd, 'pipe'], encoding: 'utf8' });
+      return { code: r.status, stderr: r.stderr };
+    } finally {
+      closeSync(fd);
+    }
+  }
+
+  it.skipIf(!existsSync('/dev/full'))('a full stdout (/dev/full) ends with one clean line and exit 1', () => {
+    const file = join(tmp.dir, 'full.json');
+    writeFileSync(file, conversation);
+    const v = join(tmp.dir, 'full.verbatim.jsonl');
+    for (const args of [
+      ['dedupe', file],
+      ['dedupe', file, '--verbatim', v],
+      ['dedupe', file, '--dry-run'],
+      ['dedupe', file, '--dry-run', '--json'],
+      ['--help'],
+    ]) {
+      const r = withStdout('/dev/full', 'w', args);
+      expect(r.stderr, args.join(' ')).toMatch(/^ctxdedup: cannot write to stdout: ENOSPC[^\n]*\n$/);
+      expect(r.code, args.join(' ')).toBe(1);
+    }
+    // The verbatim file of a failed run is never committed.
+    expect(existsSync(v)).toBe(false);
+    expect(readdirSync(tmp.dir).filter((f) => f.includes('.tmp'))).toEqual([]);
+  });
+
+  it('a closed pipe (EPIPE) ends with one clean line and exit 1', async () => {
+    const file = join(tmp.dir, 'pipe.jsonl');
+    const record = (i: number): string => JSON.stringify({ session: `s${i}`, messages: [{ role: 'user', content: `${i} `.repeat(200) }] });
+    writeFileSync(file, Array.from({ length: 4000 }, (_, i) => record(i)).join('\n') + '\n');
+    const child = spawn(process.execPath, [BIN, 'dedupe', file], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
+    child.stdout.once('data', () => child.stdout.destroy());
+    const code = await new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)));
+    expect(stderr).toMatch(/^ctxdedup: cannot write to stdout: [^\n]*EPIPE[^\n]*\n$/);
+    expect(code).toBe(1);
+  });
+
+  it('a file output that cannot be written (EFBIG under ulimit -f) leaves the old output and no verbatim file', () => {
+    const file = join(tmp.dir, 'efbig.jsonl');
+    const record = (i: number): string => JSON.stringify({ session: `s${i}`, messages: [{ role: 'user', content: 'u'.repeat(300) }, { role: 'user', content: 'u'.repeat(300) }, { role: 'user', content: `${i} `.repeat(300) }] });
+    writeFileSync(file, Array.from({ length: 2000 }, (_, i) => record(i)).join('\n') + '\n');
+    const out = join(tmp.dir, 'efbig-out.jsonl');
+    const v = join(tmp.dir, 'efbig.verbatim.jsonl');
+    writeFileSync(out, 'the previous output\n');
+    // Files may grow to 100 KB (the output would be about 2 MB); EFBIG instead of SIGXFSZ.
+    const r = spawnSync('/bin/sh', ['-c', 'trap "" XFSZ; ulimit -f 200; exec "$0" "$@"', process.execPath, BIN, 'dedupe', file, '-o', out, '--verbatim', v, '-q'], { cwd: ROOT, encoding: 'utf8' });
+    expect(r.stderr).toMatch(/^ctxdedup: cannot write to [^\n]*efbig-out\.jsonl: EFBIG[^\n]*\n$/);
+    expect(r.status).toBe(1);
+    expect(readFileSync(out, 'utf8')).toBe('the previous output\n');
+    expect(existsSync(v)).toBe(false);
+    expect(readdirSync(tmp.dir).filter((f) => f.includes('.tmp'))).toEqual([]);
+  });
+
+  it('refuses a stdout that is one of its inputs (>> in.json)', () => {
+    const file = join(tmp.dir, 'append.json');
+    writeFileSync(file, conversation);
+    for (const args of [['dedupe', file], ['dedupe', file, '--dry-run']]) {
+      const r = withStdout(file, 'a', args);
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr).toMatch(/^ctxdedup: [^\n]*stdout[^\n]*\n$/);
+      expect(readFileSync(file, 'utf8')).toBe(conversation);
+    }
+  });
+
+  it('refuses an output that is the file stdin is redirected from (- -o in.json < in.json)', () => {
+    const file = join(tmp.dir, 'stdin.json');
+    writeFileSync(file, conversation);
+    const fd = openSync(file, 'r');
+    try {
+      const r = spawnSync(process.execPath, [BIN, 'dedupe', '-', '-o', file], { cwd: ROOT, stdio: [fd, 'pipe', 'pipe'], encoding: 'utf8' });
+      expect(r.status, r.stderr).toBe(2);
+      expect(r.stderr).toMatch(/^ctxdedup: -o [^\n]* would overwrite an input [^\n]*stdin[^\n]*\n$/);
+    } finally {
+      closeSync(fd);
+    }
+    expect(readFileSync(file, 'utf8')).toBe(conversation);
+  });
 });
 
 /** Width, height and a rough "is anything drawn" measure of a PNG. */

@@ -187,7 +187,7 @@ describe('errors from worker threads', () => {
     for (const bad of ['0', '-1', 'two', '1.5']) {
       const r = await cli(['dedupe', 'examples/corpus', '--dry-run', '--jobs', bad]);
       expect(r.code, bad).toBe(2);
-      expect(r.stderr).toContain('--jobs must be an integer >= 1');
+      expect(r.stderr).toContain('--jobs must be an integer from 1 to 256');
     }
   });
 });

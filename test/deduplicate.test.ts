@@ -311,3 +311,19 @@ describe('deduplicate properties', () => {
     );
   });
 });
+
+describe('deduplicate: error messages never fail to build (issue 12)', () => {
+  it('an engine that is a BigInt, a null-prototype or a cyclic object is named in a TypeError', () => {
+    const cyclic: Record<string, unknown> = {};
+    cyclic['self'] = cyclic;
+    const scored = [{ item: { content: 'a' }, score: 1 }];
+    expect(() => deduplicate(scored, { engine: unsafe(10n) })).toThrow(new TypeError("options.engine must be 'auto', 'native' or 'js', got 10n"));
+    expect(() => deduplicate(scored, { engine: unsafe(Object.create(null)) })).toThrow(new TypeError("options.engine must be 'auto', 'native' or 'js', got {}"));
+    expect(() => deduplicateWithReport(scored, { engine: unsafe(cyclic) })).toThrow(new TypeError("options.engine must be 'auto', 'native' or 'js', got an object"));
+  });
+
+  it('a hole in scored is undefined at its index and gets the same error', () => {
+    expect(() => deduplicate(unsafe([, { item: { content: 'a' }, score: 1 }]))).toThrow(new TypeError('scored[0] must be an object, got a undefined'));
+    expect(() => deduplicateWithReport(unsafe([{ item: { content: 'a' }, score: 1 }, ,]))).toThrow(new TypeError('scored[1] must be an object, got a undefined'));
+  });
+});

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { sha256 } from '../src/identity.js';
 import { IngestIndex, type IngestResult } from '../src/ingest/index.js';
@@ -209,6 +210,32 @@ describe('SQLite store: schema, options, worker thread', () => {
       new TypeError(`options.sqlite.synchronous must be 'full' or 'normal', got a string`),
     );
     await expect(IngestIndex.open({ store: sqliteSpec(), sqlite: { busyTimeoutMs: -1 } })).rejects.toThrow(/^options\.sqlite\.busyTimeoutMs/);
+  });
+
+  it('open errors name the file and keep the driver error as the cause', async () => {
+    const garbage = join(tmp.dir, 'garbage.sqlite');
+    writeFileSync(garbage, 'not a database '.repeat(100));
+    const cases: [string, RegExp][] = [
+      [tmp.dir, /unable to open database file/],
+      [join(tmp.dir, 'missing', 'index.sqlite'), /directory does not exist/],
+      [garbage, /file is not a database/],
+    ];
+    for (const [path, driverMessage] of cases) {
+      const error = await IngestIndex.open({ store: `sqlite:${path}` }).then(
+        () => expect.fail(`opened ${path}`),
+        (e: unknown) => e as Error,
+      );
+      expect(error).toBeInstanceOf(Error);
+      expect(error.message).toContain(`cannot open the SQLite ingest store ${JSON.stringify(path)}`);
+      expect(error.message).toMatch(driverMessage);
+      expect(error.cause).toBeInstanceOf(Error);
+      expect((error.cause as Error).message).toMatch(driverMessage);
+    }
+    for (const path of [undefined, null, '']) {
+      expect(() => new SqliteStore(path as unknown as string)).toThrow(TypeError);
+      expect(() => new SqliteStore(path as unknown as string)).toThrow(/^path must be a file path, got /);
+    }
+    await expect(IngestIndex.open({ store: 'sqlite::memory:' })).rejects.toThrow(/^path must be a file: an in-memory database/);
   });
 
   it('takes synchronous=normal, answers claims posted before close, then refuses more', async () => {

@@ -72,6 +72,64 @@ describe.skipIf(!available)('ChromaMemoryStore on a real Chroma server', () => {
     await store.close();
   });
 
+  it('keeps the audit log on the server: history and undo survive a new connection', async () => {
+    const name = `audited-${++collections}`;
+    const vectors: Record<string, number[]> = { a: [1, 0, 0, 0], b: [0.92, Math.sqrt(1 - 0.92 * 0.92), 0, 0] };
+    const embed: EmbedFunction = async (texts) => texts.map((t) => vectors[t.split(' ')[0]!]!);
+    const first = await ChromaMemoryStore.connect({ url: server.url, collection: name });
+    const writer = new MemoryDeduplicator({ store: first, embed, merge: async () => 'a merged', now: () => 1000 });
+    await writer.checkAndMerge({ id: 'm1', content: 'a peanuts', timestamp: 1, metadata: { speaker: 'ann' } });
+    await writer.checkAndMerge({ id: 'm2', content: 'b peanuts and shellfish', timestamp: 2 });
+    const written = await writer.history();
+    expect(written.map((e) => [e.seq, e.action, e.memory.id, e.memory.content, e.replacedBy, e.undone])).toEqual([
+      [1, 'merged', 'm1', 'a peanuts', 'm2', false],
+      [2, 'merged', 'm2', 'b peanuts and shellfish', 'm2', false],
+    ]);
+    await first.close();
+
+    // Another process (here: another connection and deduplicator) sees the same history.
+    const second = await ChromaMemoryStore.connect({ url: server.url, collection: name });
+    const reader = new MemoryDeduplicator({ store: second, embed, merge: async () => 'a merged' });
+    const read = await reader.history();
+    expect(read.map((e) => [e.seq, e.at, e.action, e.memory.id, e.memory.content, e.replacedBy, e.similarity, e.undone])).toEqual(
+      written.map((e) => [e.seq, e.at, e.action, e.memory.id, e.memory.content, e.replacedBy, e.similarity, e.undone]),
+    );
+    expectSameMemory(read[0]!.memory, { id: 'm1', content: 'a peanuts', timestamp: 1, metadata: { speaker: 'ann' }, embedding: f32(1, 0, 0, 0) });
+    expect(await reader.undo('m2')).toEqual({ id: 'm2', content: 'b peanuts and shellfish', timestamp: 2 });
+    expect((await second.get('m2'))?.content).toBe('b peanuts and shellfish');
+    expect((await reader.history()).map((e) => e.undone)).toEqual([false, true]);
+    // New entries continue the sequence.
+    await reader.checkAndMerge({ id: 'm3', content: 'a again', timestamp: 3 });
+    expect((await reader.history()).map((e) => [e.seq, e.memory.id, e.undone])).toEqual([
+      [1, 'm1', false],
+      [2, 'm2', true],
+      [3, 'm2', false],
+      [4, 'm3', false],
+    ]);
+    await second.close();
+  });
+
+  it('two instances recording at once lose no audit entry and never share a sequence number', async () => {
+    const name = `audit-race-${++collections}`;
+    const [a, b] = await Promise.all([ChromaMemoryStore.connect({ url: server.url, collection: name }), ChromaMemoryStore.connect({ url: server.url, collection: name })]);
+    const entry = (store: string, i: number) => ({
+      at: i,
+      action: 'replaced' as const,
+      memory: memory(`${store}${i}`, f32(1, i, 0, 0), { content: `from ${store} ${i}` }),
+      replacedBy: 'x',
+      similarity: i / 10,
+    });
+    const recorded = await Promise.all(Array.from({ length: 8 }, (_, i) => [a.audit.record(entry('a', i)), b.audit.record(entry('b', i))]).flat());
+    const seqs = recorded.map((e) => e.seq).sort((x, y) => x - y);
+    expect(seqs).toEqual(Array.from({ length: 16 }, (_, i) => i + 1));
+    const listed = await a.audit.list();
+    expect(listed.map((e) => e.seq)).toEqual(seqs);
+    expect(listed.map((e) => e.memory.content).sort()).toEqual(recorded.map((e) => e.memory.content).sort());
+    for (const e of listed) expect(recorded.find((r) => r.seq === e.seq)?.memory.id).toBe(e.memory.id);
+    await a.close();
+    await b.close();
+  });
+
   it('connects to the same collection again and sees what another instance wrote', async () => {
     const name = `shared-${++collections}`;
     const writer = await ChromaMemoryStore.connect({ url: server.url, collection: name });

@@ -3,6 +3,8 @@
  * ChromaDB): call {@link describeMemoryStoreContract} from a store's test file.
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import { MemoryDeduplicator, type MergeFunction } from '../src/memory/deduplicator.js';
+import type { EmbedFunction } from '../src/memory/embedding.js';
 import type { MemoryStore, NearestMemory, StoredMemory } from '../src/memory/store.js';
 
 /** Cosine similarity in float64, as the tests expect stores to report it. */
@@ -43,6 +45,54 @@ export const f32 = (...values: number[]): Float32Array => Float32Array.of(...val
 /** A stored memory with the given fields and nothing else. */
 export function memory(id: string, embedding: Float32Array, extra: Partial<Omit<StoredMemory, 'id' | 'embedding'>> = {}): StoredMemory {
   return { id, content: extra.content ?? `content of ${id}`, embedding, ...extra };
+}
+
+/**
+ * `[t, sqrt(1 - t^2), 0, 0]`: its float64 cosine with `[1, 0, 0, 0]` is exactly `t` for the
+ * thresholds tested here (asserted by the tests), while the float32 copies a store holds score a
+ * little below `t`.
+ */
+export function atCosine(t: number): number[] {
+  return [t, Math.sqrt(1 - t * t), 0, 0];
+}
+
+/** Cosine similarity of two float64 vectors, as a caller computes it before any float32 storage. */
+export function cosine64(a: readonly number[], b: readonly number[]): number {
+  let dot = 0;
+  let na = 0;
+  let nb = 0;
+  for (let i = 0; i < a.length; i++) {
+    dot += a[i]! * b[i]!;
+    na += a[i]! * a[i]!;
+    nb += b[i]! * b[i]!;
+  }
+  return dot / (Math.sqrt(na) * Math.sqrt(nb));
+}
+
+/** An embedder that looks each text up in `table` (float64 vectors, as a caller's model returns). */
+export function tableEmbedding(table: Record<string, readonly number[]>): EmbedFunction {
+  return async (texts) =>
+    texts.map((text) => {
+      const vector = Object.hasOwn(table, text) ? table[text] : undefined;
+      if (vector === undefined) throw new Error(`test: no vector for ${JSON.stringify(text)}`);
+      return vector;
+    });
+}
+
+/**
+ * Asserts that `run` throws, or returns a promise that rejects with, an error of class `kind` whose
+ * message starts with `prefix` (the path and the rule; the rest describes the value, in the words
+ * of src/errors.ts).
+ */
+export async function expectPathError(run: () => unknown, kind: new (message?: string) => Error, prefix: string): Promise<void> {
+  let caught: unknown;
+  try {
+    await run();
+  } catch (error) {
+    caught = error;
+  }
+  expect(caught, `expected a ${kind.name} starting with ${JSON.stringify(prefix)}`).toBeInstanceOf(kind);
+  expect((caught as Error).message.startsWith(prefix), `${JSON.stringify((caught as Error).message)} starts with ${JSON.stringify(prefix)}`).toBe(true);
 }
 
 /** Asserts that `actual` holds exactly what `expected` says, embedding values included. */
@@ -251,10 +301,134 @@ export function describeMemoryStoreContract(name: string, open: () => Promise<Me
       expectSameMemory(await store.get('v07'), memories[7]!);
     });
 
+    it('keeps a lone surrogate in id or content exactly, or refuses it with a TypeError: never alters it', async () => {
+      const store = await fresh();
+      const odd = memory('id-\uD800', f32(1, 0, 0, 0, 0, 0, 0, 0), { content: 'text \uDC00 and \uD83D' });
+      let refused: unknown;
+      try {
+        await store.add(odd);
+      } catch (error) {
+        refused = error;
+      }
+      if (refused === undefined) {
+        expectSameMemory(await store.get('id-\uD800'), odd);
+        expect((await store.list()).map((m) => [m.id, m.content])).toEqual([[odd.id, odd.content]]);
+      } else {
+        expect(refused).toBeInstanceOf(TypeError);
+        expect((refused as Error).message).toMatch(/lone surrogate/);
+        expect(await store.list()).toEqual([]);
+      }
+    });
+
     it('close is idempotent', async () => {
       const store = await fresh();
       await store.close();
       await store.close();
+    });
+
+    describe('MemoryDeduplicator on this store', () => {
+      const PEANUTS = 'Alice is allergic to peanuts.';
+      const SHELLFISH = 'Alice is allergic to peanuts and shellfish.';
+      // cos(PEANUTS, SHELLFISH) = 0.92: between the default bounds (0.90, 0.95), so they merge.
+      const embed = tableEmbedding({ [PEANUTS]: atCosine(1), [SHELLFISH]: atCosine(0.92), unrelated: [0, 0, 1, 0] });
+      // A merge that loses a fact: the deduplicator must not depend on the model being right.
+      const lossyMerge: MergeFunction = async () => PEANUTS;
+
+      it('a merged-in incoming memory goes to the audit log first, and undo brings it back', async () => {
+        const store = await fresh();
+        const dedup = new MemoryDeduplicator({ store, embed, merge: lossyMerge, upperThreshold: 0.95, lowerThreshold: 0.9 });
+        await dedup.checkAndMerge({ id: 'old', content: PEANUTS, timestamp: 1 });
+        const result = await dedup.checkAndMerge({ id: 'new', content: SHELLFISH, timestamp: 2, metadata: { speaker: 'alice' } });
+        expect(result).toMatchObject({ decision: 'merge', replaced: ['old'], stored: { id: 'new', content: PEANUTS } });
+        expect((await store.list()).map((m) => [m.id, m.content])).toEqual([['new', PEANUTS]]);
+        // Both inputs of the merge are in the history, verbatim: "shellfish" is not lost.
+        const history = await dedup.history();
+        expect(history.map((e) => [e.action, e.memory.id, e.memory.content, e.replacedBy])).toEqual([
+          ['merged', 'old', PEANUTS, 'new'],
+          ['merged', 'new', SHELLFISH, 'new'],
+        ]);
+        expect(history[1]!.memory.metadata).toEqual({ speaker: 'alice' });
+        expect(await dedup.undo('new')).toEqual({ id: 'new', content: SHELLFISH, timestamp: 2, metadata: { speaker: 'alice' } });
+        expectSameVector((await store.get('new'))!.embedding, Float32Array.from(atCosine(0.92)));
+        await dedup.undo('old');
+        expect((await store.list()).map((m) => [m.id, m.content]).sort()).toEqual([
+          ['new', SHELLFISH],
+          ['old', PEANUTS],
+        ]);
+      });
+
+      it('an incoming memory older than the one it merges into is audited too', async () => {
+        const store = await fresh();
+        const dedup = new MemoryDeduplicator({ store, embed, merge: lossyMerge, upperThreshold: 0.95, lowerThreshold: 0.9 });
+        await dedup.checkAndMerge({ id: 'late', content: PEANUTS, timestamp: 5 });
+        await dedup.checkAndMerge({ id: 'backfill', content: SHELLFISH, timestamp: 1 });
+        expect((await store.list()).map((m) => [m.id, m.content])).toEqual([['late', PEANUTS]]);
+        expect((await dedup.history()).map((e) => [e.memory.id, e.memory.content])).toEqual([
+          ['backfill', SHELLFISH],
+          ['late', PEANUTS],
+        ]);
+        await dedup.undo('backfill');
+        expect((await store.get('backfill'))?.content).toBe(SHELLFISH);
+      });
+
+      it('addBatch validates the whole batch (ids already stored included) before writing anything', async () => {
+        const store = await fresh();
+        const dedup = new MemoryDeduplicator({ store, embed, merge: lossyMerge, upperThreshold: 0.95, lowerThreshold: 0.9 });
+        await dedup.checkAndMerge({ id: 'x', content: PEANUTS, timestamp: 1 });
+        const before = await store.list();
+        await expect(
+          dedup.addBatch([
+            { id: 'y', content: 'unrelated', timestamp: 2 },
+            { id: 'x', content: SHELLFISH, timestamp: 3 },
+          ]),
+        ).rejects.toThrow(new RangeError('memories[1].id "x" is already in the store'));
+        await expectPathError(() => dedup.addBatch([{ id: 'y', content: 'unrelated' }, undefined as never]), TypeError, 'memories[1] must be an object, got ');
+        await expectPathError(
+          () => dedup.addBatch([{ id: 'y', content: 'unrelated' }, , { id: 'z', content: 'unrelated' }] as never),
+          TypeError,
+          'memories[1] must be an object, got ',
+        );
+        const after = await store.list();
+        expect(after).toHaveLength(1);
+        expectSameMemory(after[0], before[0]!);
+        expect(await dedup.history()).toEqual([]);
+      });
+
+      it('decides "at the threshold" on float32-stored vectors whose float64 cosine is exactly the bound', async () => {
+        const table = { base: atCosine(1), lower: atCosine(0.9), upper: atCosine(0.95), belowLower: atCosine(0.89999), belowUpper: atCosine(0.94999) };
+        // The premise: the caller's float64 vectors score exactly the bounds, their float32 copies do not.
+        expect(cosine64(table.base, table.lower)).toBe(0.9);
+        expect(cosine64(table.base, table.upper)).toBe(0.95);
+        expect(cosine(Float32Array.from(table.base), Float32Array.from(table.lower))).toBeLessThan(0.9);
+        expect(cosine(Float32Array.from(table.base), Float32Array.from(table.upper))).toBeLessThan(0.95);
+        const decide = async (content: keyof typeof table): Promise<string> => {
+          const store = await fresh();
+          const merge: MergeFunction = async () => 'base';
+          const dedup = new MemoryDeduplicator({ store, embed: tableEmbedding(table), merge, upperThreshold: 0.95, lowerThreshold: 0.9 });
+          await dedup.checkAndMerge({ id: 'stored', content: 'base', timestamp: 1 });
+          return (await dedup.checkAndMerge({ id: 'incoming', content, timestamp: 2 })).decision;
+        };
+        expect(await decide('lower')).toBe('merge');
+        expect(await decide('upper')).toBe('replace');
+        // The tolerance is far below any difference a caller means.
+        expect(await decide('belowLower')).toBe('insert');
+        expect(await decide('belowUpper')).toBe('merge');
+
+        // Batch mode decides the same way.
+        const batch = async (content: keyof typeof table): Promise<string[]> => {
+          const store = await fresh();
+          const dedup = new MemoryDeduplicator({ store, embed: tableEmbedding(table), upperThreshold: 0.95, lowerThreshold: 0.9, enabled: false });
+          await dedup.addBatch([
+            { id: 'stored', content: 'base', timestamp: 1 },
+            { id: 'incoming', content, timestamp: 2 },
+          ]);
+          return (await dedup.deduplicateAll({ dryRun: true })).clusters.map((c) => c.action);
+        };
+        expect(await batch('lower')).toEqual(['skip']);
+        expect(await batch('upper')).toEqual(['keep_newest']);
+        expect(await batch('belowLower')).toEqual([]);
+        expect(await batch('belowUpper')).toEqual(['skip']);
+      });
     });
   });
 }

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, existsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -7,9 +7,11 @@ import {
   HASHED_EMBEDDING_THRESHOLDS,
   InMemoryStore,
   MemoryDeduplicator,
+  SIMILARITY_TOLERANCE,
   SqliteMemoryStore,
   buildMergePrompt,
   hashedEmbedding,
+  openMemoryStore,
   type EmbedFunction,
   type Memory,
   type MemoryDedupEvent,
@@ -17,7 +19,7 @@ import {
   type MergeFunction,
   type StoredMemory,
 } from '../src/index.js';
-import { cosine, describeMemoryStoreContract } from './memory-store-contract.js';
+import { cosine, describeMemoryStoreContract, expectPathError } from './memory-store-contract.js';
 
 const dirs: string[] = [];
 function tempDb(): string {
@@ -88,6 +90,10 @@ describe('MemoryDeduplicator options', () => {
     await expect(dedup.addBatch([{ id: 'x', content: 'a' }, { id: 'x', content: 'b' }])).rejects.toThrow(/memories\[1\].id repeats "x"/);
     await expect(dedup.checkAndMerge({ id: 'x', content: 3 } as unknown as Memory)).rejects.toThrow('memories[0].content must be a string, got a number');
     await expect(dedup.checkAndMerge({ id: 'x', content: 'a', timestamp: Number.NaN })).rejects.toThrow(RangeError);
+    await expect(dedup.checkAndMerge({ id: 'x', content: 'a \uD800' })).rejects.toThrow(
+      new TypeError('memories[0].content contains a lone surrogate (it has no UTF-8 encoding, so a store cannot keep it exactly)'),
+    );
+    await expect(dedup.addBatch([{ id: 'x', content: 'a' }, { id: 'y\uDC00', content: 'b' }])).rejects.toThrow(/^memories\[1\]\.id contains a lone surrogate/);
     await expect(dedup.checkAndMerge({ id: 'x', content: 'a', metadata: [] as unknown as Record<string, unknown> })).rejects.toThrow(TypeError);
     expect(await store.list()).toEqual([]);
   });
@@ -124,8 +130,8 @@ describe('checkAndMerge thresholds', () => {
     expect(await contents(store)).toEqual(['b new']);
   });
 
-  it('merges just below the upper bound', async () => {
-    const { result, store } = await decide(0.9600000000000001, 0.9, concat);
+  it('merges below the upper bound by more than SIMILARITY_TOLERANCE', async () => {
+    const { result, store } = await decide(0.96 + 2 * SIMILARITY_TOLERANCE, 0.9, concat);
     expect(result).toMatchObject({ decision: 'merge', similarity: 0.96, replaced: ['old'] });
     expect(result.stored).toEqual({ id: 'new', content: 'a old + b new', timestamp: 2 });
     expect(await contents(store)).toEqual(['a old + b new']);
@@ -136,8 +142,14 @@ describe('checkAndMerge thresholds', () => {
     expect(result.decision).toBe('merge');
   });
 
-  it('inserts just below the lower bound', async () => {
-    const { result, store } = await decide(0.99, 0.9600000000000001, concat);
+  it('counts a similarity within SIMILARITY_TOLERANCE of a bound as reaching it', async () => {
+    expect(SIMILARITY_TOLERANCE).toBe(1e-6);
+    expect((await decide(0.99, 0.96 + SIMILARITY_TOLERANCE / 2, concat)).result.decision).toBe('merge');
+    expect((await decide(0.96 + SIMILARITY_TOLERANCE / 2, 0.9, concat)).result.decision).toBe('replace');
+  });
+
+  it('inserts below the lower bound by more than SIMILARITY_TOLERANCE', async () => {
+    const { result, store } = await decide(0.99, 0.96 + 2 * SIMILARITY_TOLERANCE, concat);
     expect(result).toMatchObject({ decision: 'insert', similarity: 0.96, replaced: [] });
     expect(await contents(store)).toEqual(['a old', 'b new']);
   });
@@ -292,8 +304,8 @@ describe('never loses a memory', () => {
     const dedup = new MemoryDeduplicator({ store: failing(inner, { delete: new Error('killed') }), embed: tableEmbed, merge: concat, upperThreshold: 0.99, lowerThreshold: 0.9 });
     await expect(dedup.checkAndMerge({ id: 'new', content: 'b new', timestamp: 2 })).rejects.toThrow('killed');
     expect(await contents(inner)).toEqual(['a old', 'a old + b new']);
-    // The audit entry was written first, so undo still has the original.
-    expect((await dedup.history()).map((e) => e.memory.id)).toEqual(['old']);
+    // The audit entries were written first, so undo still has both originals.
+    expect((await dedup.history()).map((e) => e.memory.id)).toEqual(['old', 'new']);
   });
 
   it('undo restores a replaced memory and a merged-away one; unknown ids reject', async () => {
@@ -354,6 +366,9 @@ describe('deduplicateAll', () => {
     expect(complete.clusters.map((c) => c.members.map((m) => m.id))).toEqual([['m1', 'm2']]);
     expect(complete.clusters[0]!.minSimilarity).toBe(0.96);
     await expect(dedup.deduplicateAll({ linkage: 'average' as 'single' })).rejects.toThrow(RangeError);
+    // Building the message never throws, whatever the value (a BigInt has no JSON form).
+    await expectPathError(() => dedup.deduplicateAll({ linkage: 10n as never }), TypeError, "options.linkage must be 'single' or 'complete', got ");
+    await expectPathError(() => dedup.deduplicateAll({ dryRun: 1n as never }), TypeError, 'options.dryRun must be a boolean, got ');
   });
 
   it('merges clusters below the upper bound, all members oldest to newest in one prompt', async () => {
@@ -450,12 +465,57 @@ describe('SqliteMemoryStore persistence', () => {
     await expect(store.list()).rejects.toThrow(/closed/);
   });
 
+  it('requires a path: no silent temporary database; :memory: only by name', async () => {
+    for (const path of [undefined, null, '', 42]) {
+      expect(() => new SqliteMemoryStore(path as unknown as string)).toThrow(TypeError);
+      expect(() => new SqliteMemoryStore(path as unknown as string)).toThrow(/^path must be a file path \(or ':memory:' for a database that is never saved\), got /);
+    }
+    const named = new SqliteMemoryStore(':memory:');
+    await named.add({ id: '1', content: 'x', embedding: Float32Array.of(1, 0) });
+    expect(await named.list()).toHaveLength(1);
+    await named.close();
+  });
+
+  it('open errors name the file and keep the driver error as the cause', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ctxdedup-memory-'));
+    dirs.push(dir);
+    const garbage = join(dir, 'garbage.db');
+    writeFileSync(garbage, 'not a database '.repeat(100));
+    const cases: [string, RegExp][] = [
+      [dir, /unable to open database file/],
+      [join(dir, 'missing', 'memories.db'), /directory does not exist/],
+      [garbage, /file is not a database/],
+    ];
+    for (const [path, driverMessage] of cases) {
+      let caught: unknown;
+      try {
+        new SqliteMemoryStore(path);
+      } catch (error) {
+        caught = error;
+      }
+      expect(caught).toBeInstanceOf(Error);
+      const error = caught as Error;
+      expect(error.message).toContain(`cannot open the SQLite memory store ${JSON.stringify(path)}`);
+      expect(error.message).toMatch(driverMessage);
+      expect(error.cause).toBeInstanceOf(Error);
+      expect((error.cause as Error).message).toMatch(driverMessage);
+    }
+  });
+
   it('rejects an embedding of another dimension', async () => {
     const store = new SqliteMemoryStore(tempDb());
     await store.add({ id: '1', content: 'x', embedding: Float32Array.of(1, 0) });
     await expect(store.add({ id: '2', content: 'y', embedding: Float32Array.of(1, 0, 0) })).rejects.toThrow(/3 dimensions, the store holds 2/);
     await expect(store.nearest(Float32Array.of(1), 1)).rejects.toThrow(RangeError);
     await store.close();
+  });
+});
+
+describe('openMemoryStore', () => {
+  it('rejects a spec that is not a string, naming it', async () => {
+    await expectPathError(() => openMemoryStore(5 as never), TypeError, "store must be 'sqlite:<path>', 'chroma:<url>' or 'memory', got ");
+    await expectPathError(() => openMemoryStore(10n as never), TypeError, "store must be 'sqlite:<path>', 'chroma:<url>' or 'memory', got ");
+    await expect(openMemoryStore('sqlite:')).rejects.toThrow(TypeError);
   });
 });
 
@@ -475,6 +535,32 @@ describe('buildMergePrompt', () => {
     expect(prompt).toContain('3. [2026-01-03T00:00:00.000Z, said by carol] third');
     expect(prompt).toContain('The following 3 memories');
     expect(buildMergePrompt([{ id: 'a', content: 'undated' }])).toContain('[time unknown] undated');
+  });
+
+  it('rejects holes and wrong values with an error naming the index, before building anything', async () => {
+    await expectPathError(() => buildMergePrompt(new Array(3)), TypeError, 'memories[0] must be an object, got ');
+    await expectPathError(() => buildMergePrompt([{ id: 'a', content: 'x' }, , { id: 'b', content: 'y' }] as Memory[]), TypeError, 'memories[1] must be an object, got ');
+    await expectPathError(() => buildMergePrompt([{ id: 'a', content: 7 } as unknown as Memory]), TypeError, 'memories[0].content must be a string, got ');
+    await expectPathError(() => buildMergePrompt('x' as unknown as Memory[]), TypeError, 'memories must be an array, got ');
+  });
+
+  it('rejects a timestamp outside the Date range with a RangeError naming it', () => {
+    const ok = { id: 'a', content: 'x', timestamp: 8.64e15 };
+    expect(buildMergePrompt([ok])).toContain('+275760-09-13T00:00:00.000Z');
+    for (const timestamp of [8.64e15 + 1, -8.64e15 - 1, 1e20]) {
+      expect(() => buildMergePrompt([ok, { id: 'b', content: 'y', timestamp }])).toThrow(
+        new RangeError(`memories[1].timestamp must be within ±8.64e15 ms of the epoch (a valid Date), got ${timestamp}`),
+      );
+    }
+  });
+
+  it('the deduplicator rejects such a timestamp before writing anything', async () => {
+    const store = new InMemoryStore();
+    const dedup = new MemoryDeduplicator({ store, embed: tableEmbed });
+    await expect(dedup.addBatch([{ id: '1', content: 'a', timestamp: 1 }, { id: '2', content: 'b', timestamp: 1e20 }])).rejects.toThrow(
+      /^memories\[1\]\.timestamp must be within/,
+    );
+    expect(await store.list()).toEqual([]);
   });
 });
 
@@ -505,6 +591,14 @@ describe('hashedEmbedding', () => {
     expect(all[5]!.reduce((s, v) => s + v * v, 0)).toBeCloseTo(1, 5);
     expect(() => hashedEmbedding({ dim: 0 })).toThrow(RangeError);
     expect(() => hashedEmbedding({ dim: 1.5 })).toThrow(RangeError);
+  });
+
+  it('rejects options that are not an object, and texts that are not strings, naming them', async () => {
+    await expectPathError(() => hashedEmbedding(5 as never), TypeError, 'options must be an object, got ');
+    await expectPathError(() => hashedEmbedding(null as never), TypeError, 'options must be an object, got ');
+    const embed = hashedEmbedding({ dim: 8 });
+    await expectPathError(() => embed(['a', , 'b'] as string[]), TypeError, 'texts[1] must be a string, got ');
+    await expectPathError(() => embed('ab' as unknown as string[]), TypeError, 'texts must be an array, got ');
   });
 });
 

@@ -17,6 +17,7 @@ import {
   type MessageDecision,
   type ReferenceInfo,
 } from '../src/index.js';
+import { dedupe as dedupeCce } from '../src/compat/cce.js';
 import { analyze, CCE_SKIP_PREFIXES, jaccard, normalizedLines } from './message-oracle.js';
 import { SHARED } from './shared.js';
 import { thrown, unsafe } from './assertions.js';
@@ -69,6 +70,9 @@ function checkResult<M extends Message>(input: readonly M[], result: DedupeMessa
       return;
     }
     const keep = input[d.duplicateOfIndex] as M;
+    // Visible targets: the message a reference points at is in the output in full.
+    expect(replaced.has(d.duplicateOfIndex)).toBe(false);
+    expect(messages[d.duplicateOfIndex]).toBe(keep);
     expect(d.id).toBe(original.id);
     expect(d.duplicateOfId).toBe(keep.id);
     expect(d.duplicateOfIndex).not.toBe(i);
@@ -118,6 +122,26 @@ function checkResult<M extends Message>(input: readonly M[], result: DedupeMessa
   return result;
 }
 
+interface OracleDecision {
+  index: number;
+  kind: string;
+  of: number;
+  similarity: number | undefined;
+}
+
+/**
+ * ctxdedup's rule on top of CCE's annotations (the oracle): an exact duplicate whose keep target
+ * is replaced as a near duplicate points at that near duplicate's keep target instead, with its
+ * similarity (its content is the target's). Annotated messages in the window stay in full.
+ */
+function visibleTargets(annotations: OracleDecision[], inWindow: (i: number) => boolean): OracleDecision[] {
+  const near = new Map(annotations.filter((a) => a.kind === 'fuzzy' && !inWindow(a.index)).map((a) => [a.index, a]));
+  return annotations.map((a) => {
+    const via = a.kind === 'exact' ? near.get(a.of) : undefined;
+    return via === undefined ? a : { index: a.index, kind: 'fuzzy', of: via.of, similarity: via.similarity };
+  });
+}
+
 /** Compares the decisions with the pure-JS oracle. */
 function checkAgainstOracle(input: readonly Message[], result: DedupeMessagesResult, options: DedupeMessagesOptions = {}): void {
   const n = input.length;
@@ -133,10 +157,13 @@ function checkAgainstOracle(input: readonly Message[], result: DedupeMessagesRes
     threshold: options.fuzzy === true ? (options.threshold ?? 0.85) : undefined,
   });
   const inWindow = (i: number): boolean => recencyWindow > 0 && i >= recencyStart;
-  const expected = [
-    ...exact.map((a) => ({ index: a.index, kind: 'exact', of: a.duplicateOfIndex, similarity: undefined as number | undefined })),
-    ...fuzzy.map((a) => ({ index: a.index, kind: 'fuzzy', of: a.duplicateOfIndex, similarity: a.similarity })),
-  ]
+  const expected = visibleTargets(
+    [
+      ...exact.map((a) => ({ index: a.index, kind: 'exact', of: a.duplicateOfIndex, similarity: undefined as number | undefined })),
+      ...fuzzy.map((a) => ({ index: a.index, kind: 'fuzzy', of: a.duplicateOfIndex, similarity: a.similarity })),
+    ],
+    inWindow,
+  )
     .filter((a) => !inWindow(a.index))
     .sort((a, b) => a.index - b.index);
   const got = result.decisions.map((d) => ({ index: d.index, kind: d.kind as string, of: d.duplicateOfIndex, similarity: d.similarity }));
@@ -176,6 +203,10 @@ describe('dedupeMessages: exact', () => {
       charsAfter: 2 * A.length + B.length + 5 - (r.decisions[0]?.charsSaved ?? 0),
       charsSaved: r.decisions[0]?.charsSaved,
       tokensSaved: Math.round((r.decisions[0]?.charsSaved ?? 0) / 4),
+      blockReferences: 0,
+      blockLines: 0,
+      blockCharsSaved: 0,
+      blockTokensSaved: 0,
     });
   });
 
@@ -386,14 +417,51 @@ describe('dedupeMessages: fuzzy', () => {
     expect(r.decisions.map((d) => [d.index, d.duplicateOfIndex, d.kind])).toEqual([[2, 0, 'fuzzy']]);
   });
 
-  it('exact and fuzzy together: exact copies are exact decisions, the keep target can be fuzzy', () => {
-    const input = [msg('a', baseText), msg('b', other), msg('c', baseText), msg('d', editedText)];
+  it('exact and fuzzy together: exact copies are exact decisions when their keep target stays', () => {
+    const input = [msg('a', baseText), msg('b', other), msg('c', baseText), msg('d', other)];
     const r = checkResult(input, dedupeMessages(input, { fuzzy: true }));
     expect(r.decisions.map((d) => [d.index, d.kind, d.duplicateOfIndex])).toEqual([
       [0, 'exact', 2],
-      [2, 'fuzzy', 3],
+      [1, 'exact', 3],
     ]);
     checkAgainstOracle(input, r, { fuzzy: true });
+  });
+
+  it('references never chain: an exact copy of a replaced near duplicate points at the kept message (issue 12, item 5)', async () => {
+    // B is A with one line edited. CCE makes m0 -dup-> m1 -near-> m2, so B is nowhere in the output.
+    const input = [msg('m0', editedText), msg('m1', editedText), msg('m2', baseText)];
+    for (const r of [dedupeMessages(input, { fuzzy: true }), await dedupeMessagesAsync(input, { fuzzy: true })]) {
+      checkResult(input, r);
+      expect(r.decisions.map((d) => [d.id, d.kind, d.duplicateOfId, d.similarity])).toEqual([
+        ['m0', 'fuzzy', 'm2', 19 / 21],
+        ['m1', 'fuzzy', 'm2', 19 / 21],
+      ]);
+      expect(r.messages[0]?.content).toBe(`[ctxdedup: near-duplicate of m2 — ${editedText.length} chars, ~90% match]`);
+      expect(r.stats).toMatchObject({ exactDuplicates: 0, nearDuplicates: 2 });
+      checkAgainstOracle(input, r, { fuzzy: true });
+    }
+    // Keep earliest: [A, B, B] gives m2 -dup-> m1 -near-> m0 in CCE; here m2 points at m0.
+    const early = [msg('m0', baseText), msg('m1', editedText), msg('m2', editedText)];
+    const e = checkResult(early, dedupeMessages(early, { fuzzy: true, keep: 'earliest' }));
+    expect(e.decisions.map((d) => [d.id, d.kind, d.duplicateOfId])).toEqual([
+      ['m1', 'fuzzy', 'm0'],
+      ['m2', 'fuzzy', 'm0'],
+    ]);
+    // A keep target replaced as a near duplicate but inside the recency window stays in full, so
+    // its exact copies keep pointing at it: [B, A, B] with a window of 2 makes m2 -near-> m1 (kept
+    // in the window) and m0 -dup-> m2.
+    const windowed = [msg('m0', editedText), msg('m1', baseText), msg('m2', editedText)];
+    const w = checkResult(windowed, dedupeMessages(windowed, { fuzzy: true, recencyWindow: 2 }), { recencyWindow: 2 });
+    expect(w.decisions.map((d) => [d.id, d.kind, d.duplicateOfId])).toEqual([['m0', 'exact', 'm2']]);
+    expect(w.stats.keptInWindow).toBe(1);
+    checkAgainstOracle(windowed, w, { fuzzy: true, recencyWindow: 2 });
+    // The compatibility layer keeps CCE's chain (bug-compatible by contract).
+    const cce = dedupeCce(input, { fuzzyDedup: true, recencyWindow: 0, trace: true });
+    expect(cce.decisions?.map((d) => [d.messageId, d.action])).toEqual([
+      ['m0', 'deduped'],
+      ['m1', 'fuzzy_deduped'],
+    ]);
+    expect(cce.messages[0]?.content).toBe(`[cce:dup of m1 — ${editedText.length} chars]`);
   });
 
   it('the recency window protects near duplicates too', () => {
@@ -412,18 +480,18 @@ describe('dedupeMessages: fuzzy', () => {
   });
 
   it('custom templates fill {id} {keepId} {chars} {percent}', () => {
-    const input = [msg('m0', baseText), msg('m1', baseText), msg('m2', editedText)];
+    const input = [msg('m0', other), msg('m1', other), msg('m2', baseText), msg('m3', editedText)];
     const r = checkResult(input, dedupeMessages(input, { fuzzy: true, reference: { exact: 'E {id}<{keepId} {chars} {percent}%', fuzzy: 'F {id}<{keepId} {chars} {percent}%' } }), { reference: {} });
-    expect(r.messages[0]?.content).toBe(`E m0<m1 ${baseText.length} 100%`);
-    expect(r.messages[1]?.content).toBe(`F m1<m2 ${baseText.length} 90%`);
+    expect(r.messages[0]?.content).toBe(`E m0<m1 ${other.length} 100%`);
+    expect(r.messages[2]?.content).toBe(`F m2<m3 ${baseText.length} 90%`);
     // A partial template object keeps the default for the other kind.
     const partial = dedupeMessages(input, { fuzzy: true, reference: { fuzzy: '~{percent}' } });
-    expect(partial.messages[0]?.content).toBe(`[ctxdedup: duplicate of m1 — ${baseText.length} chars]`);
-    expect(partial.messages[1]?.content).toBe('~90');
+    expect(partial.messages[0]?.content).toBe(`[ctxdedup: duplicate of m1 — ${other.length} chars]`);
+    expect(partial.messages[2]?.content).toBe('~90');
   });
 
   it('a reference function receives the full info and its string is used', () => {
-    const input = [msg('m0', baseText), msg('m1', baseText), msg('m2', editedText)];
+    const input = [msg('m0', other), msg('m1', other), msg('m2', baseText), msg('m3', editedText)];
     const seen: ReferenceInfo[] = [];
     const r = dedupeMessages(input, {
       fuzzy: true,
@@ -433,11 +501,11 @@ describe('dedupeMessages: fuzzy', () => {
       },
     });
     expect(seen).toEqual([
-      { kind: 'exact', id: 'm0', keepId: 'm1', chars: baseText.length },
-      { kind: 'fuzzy', id: 'm1', keepId: 'm2', chars: baseText.length, similarity: 19 / 21 },
+      { kind: 'exact', id: 'm0', keepId: 'm1', chars: other.length },
+      { kind: 'fuzzy', id: 'm2', keepId: 'm3', chars: baseText.length, similarity: 19 / 21 },
     ]);
     expect('similarity' in (seen[0] as ReferenceInfo)).toBe(false);
-    expect(r.messages.map((m) => m.content)).toEqual(['<exact:m0:m1>', '<fuzzy:m1:m2>', editedText]);
+    expect(r.messages.map((m) => m.content)).toEqual(['<exact:m0:m1>', other, '<fuzzy:m2:m3>', editedText]);
     expect(r.decisions.map((d) => d.charsAfter)).toEqual([13, 13]);
     expect(() => dedupeMessages(input, { reference: unsafe(() => 42) })).toThrow(TypeError);
   });
@@ -659,6 +727,40 @@ describe('dedupeMessages: bad input', () => {
   });
 });
 
+describe('dedupeMessages: validation gaps (issue 12)', () => {
+  const A = text('gap');
+  const input = [msg('m0', A), msg('m1', A)];
+
+  it('reference: { exact: undefined } means the default template, like every other absent option', () => {
+    const defaults = dedupeMessages(input);
+    expect(dedupeMessages(input, { reference: { exact: undefined } })).toEqual(defaults);
+    expect(dedupeMessages(input, { reference: { exact: undefined, fuzzy: undefined } })).toEqual(defaults);
+    expect(dedupeMessages(input, { reference: { exact: 'E {keepId}', fuzzy: undefined } }).messages[0]?.content).toBe('E m1');
+    expect(() => dedupeMessages(input, { reference: unsafe({ exact: null }) })).toThrow(new TypeError('options.reference.exact must be a string, got null'));
+    // Only own properties: an inherited template is not an option.
+    const inherited = Object.create({ exact: 'inherited {keepId}' }) as Record<string, unknown>;
+    expect(dedupeMessages(input, { reference: unsafe(inherited) })).toEqual(defaults);
+  });
+
+  it('restoreMessages: a hole comes back as undefined at its index', () => {
+    const { messages, verbatim } = dedupeMessages(input);
+    const sparse = unsafe<Message[]>([messages[0], , messages[1]]);
+    const restored = restoreMessages(sparse, verbatim);
+    expect(restored).toHaveLength(3);
+    expect(1 in restored).toBe(true);
+    expect(restored).toEqual([input[0], undefined, input[1]]);
+  });
+
+  it('error messages never fail to build (BigInt, cyclic, null-prototype values)', () => {
+    const cyclic: Record<string, unknown> = {};
+    cyclic['self'] = cyclic;
+    expect(() => dedupeMessages(input, { keep: unsafe(10n) })).toThrow(new TypeError("options.keep must be 'latest' or 'earliest', got 10n"));
+    expect(() => dedupeMessages(input, { keep: unsafe(Object.create(null)) })).toThrow(new TypeError("options.keep must be 'latest' or 'earliest', got {}"));
+    expect(() => dedupeMessages(input, { keep: unsafe(cyclic) })).toThrow(new TypeError("options.keep must be 'latest' or 'earliest', got an object"));
+    expect(() => dedupeMessages(input, { keep: unsafe(Symbol('k')) })).toThrow(new TypeError("options.keep must be 'latest' or 'earliest', got Symbol(k)"));
+  });
+});
+
 describe('dedupeMessagesAsync', () => {
   const base = text('async', 16);
   const input = [msg('a', base), msg('b', base.replace('line 4', 'line four')), msg('c', text('other')), msg('d', base), msg('e', 'short')];
@@ -690,7 +792,7 @@ describe('dedupeMessagesAsync', () => {
 interface GoldenCase {
   params: { recencyWindow: number; recencyStart: number; preserve: string[]; threshold: number };
   messages: Record<string, unknown>[];
-  expected: { replaced: { index: number; content: string }[] };
+  expected: { exact: [number, { duplicateOfIndex: number }][]; replaced: { index: number; content: string }[] };
 }
 
 describe('restoreMessages(dedupeMessages(x)) on every golden input', () => {
@@ -722,10 +824,16 @@ describe('restoreMessages(dedupeMessages(x)) on every golden input', () => {
     const r = checkResult(input, dedupeMessages(input, options), options);
     expect(input).toStrictEqual(copy);
     expect(restoreMessages(r.messages, r.verbatim)).toStrictEqual(copy);
-    // Same analysis as CCE: the same messages are replaced, with the same kind.
+    // Same analysis as CCE: the same messages are replaced, with the same kind, except that an
+    // exact copy of a replaced message (a CCE chain) is a near duplicate of that one's target.
     if (c.params.threshold >= 0 && c.params.threshold <= 1) {
+      const replacedIndices = new Set(c.expected.replaced.map((x) => x.index));
+      const exactTarget = new Map(c.expected.exact.map(([index, a]) => [index, a.duplicateOfIndex]));
       expect(r.decisions.map((d) => [d.index, d.kind])).toEqual(
-        c.expected.replaced.map((x) => [x.index, x.content.startsWith('[cce:dup') ? 'exact' : 'fuzzy']),
+        c.expected.replaced.map((x) => {
+          const chained = replacedIndices.has(exactTarget.get(x.index) ?? -1);
+          return [x.index, x.content.startsWith('[cce:dup') && !chained ? 'exact' : 'fuzzy'];
+        }),
       );
     }
     // And the same again with keep 'earliest' (round trip only).
@@ -826,6 +934,25 @@ describe('generated transcripts', () => {
         checkAgainstOracle(input, r, o);
         expect(input).toStrictEqual(copy);
         expect(restoreMessages(r.messages, r.verbatim)).toStrictEqual(copy);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('property: every reference points at a message kept in full in the output (sync and async, both keep rules, any window)', async () => {
+    const exactAndFuzzy = options.map((o) => ({ ...o, exact: true, fuzzy: true }));
+    await fc.assert(
+      fc.asyncProperty(transcript, exactAndFuzzy, async (input, o) => {
+        for (const r of [dedupeMessages(input, o), await dedupeMessagesAsync(input, o)]) {
+          const replacedIds = new Set(r.decisions.map((d) => d.id));
+          for (const d of r.decisions) {
+            expect(replacedIds.has(d.duplicateOfId)).toBe(false);
+            const target = r.messages[d.duplicateOfIndex] as Message;
+            expect(target.id).toBe(d.duplicateOfId);
+            expect(target).toBe(input[d.duplicateOfIndex]);
+            expect(target.metadata?.['ctxdedup']).toBeUndefined();
+          }
+        }
       }),
       { numRuns: 300 },
     );

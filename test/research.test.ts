@@ -12,6 +12,7 @@ import {
   tokenCounter,
   type Source,
 } from '../src/index.js';
+import { unsafe } from './assertions.js';
 
 const P1 = 'Rust guarantees memory safety without a garbage collector.';
 const P2 = 'The borrow checker enforces aliasing rules at compile time.';
@@ -347,5 +348,53 @@ describe('token counting', () => {
   it('rejects unknown encodings and non-strings', () => {
     expect(() => tokenCounter('gpt2' as never)).toThrow(/encoding must be one of o200k_base, cl100k_base/);
     expect(() => countTokens(5 as unknown as string)).toThrow(/text must be a string/);
+  });
+});
+
+describe('research: validation gaps (issue 12)', () => {
+  it('a hole in sources or findings is undefined at its index and gets the same error', () => {
+    const sources = unsafe<Source[]>([, { url: 'a' }]);
+    expect(() => dedupeSources(sources)).toThrow(new TypeError('sources[0] must be an object, got a undefined'));
+    expect(() => dedupeSources(unsafe([{ url: 'a' }, undefined]))).toThrow(new TypeError('sources[1] must be an object, got a undefined'));
+    const findings = unsafe<string[]>(['a', , 'b']);
+    expect(() => dedupeFindings(findings)).toThrow(new TypeError('findings[1] must be a string, got a undefined'));
+    expect(() => dedupeResearch({ sources: [], findings })).toThrow(new TypeError('findings[1] must be a string, got a undefined'));
+  });
+
+  it('field names from the caller read own properties only (__proto__, constructor, toString)', () => {
+    const sources: Source[] = [
+      { url: 'https://a', credibility_score: 0.1 },
+      { url: 'https://a', credibility_score: 0.9 },
+    ];
+    // Object.prototype is not a credibility score: every source counts 0, so the first stays.
+    const proto = dedupeSources(sources, { credibilityField: '__proto__' });
+    expect(proto.unique).toEqual([sources[0]]);
+    expect(dedupeSources(sources, { credibilityField: 'constructor' }).unique).toEqual([sources[0]]);
+    // Nor is a URL field inherited: no source has an own `toString`, so none has a URL.
+    const byToString = dedupeSources(sources, { urlField: 'toString' });
+    expect(byToString.unique).toEqual([]);
+    expect(byToString.stats.withoutUrl).toBe(2);
+    // An own `__proto__` property (as JSON.parse makes it) is a field like any other.
+    const own = JSON.parse('[{"url":"https://a","__proto__":0.2},{"url":"https://a","__proto__":0.7}]') as Source[];
+    expect(dedupeSources(own, { credibilityField: '__proto__' }).unique).toEqual([own[1]]);
+    expect(() => dedupeSources(JSON.parse('[{"url":"x","__proto__":"high"}]') as Source[], { credibilityField: '__proto__' })).toThrow(
+      new TypeError('sources[0].__proto__ must be a number, got a string'),
+    );
+  });
+
+  it('researchStageReport checks every count it reads, naming the path', () => {
+    expect(() => researchStageReport(unsafe({ findings: {} }))).toThrow(new TypeError('results.findings.tokens must be a number, got a undefined'));
+    expect(() => researchStageReport(unsafe({ findings: { tokens: 3, naiveTokens: 5, removed: 1, tokensSaved: '2' } }))).toThrow(
+      new TypeError('results.findings.tokensSaved must be a number, got a string'),
+    );
+    expect(() => researchStageReport(unsafe({ findings: { tokens: 3, naiveTokens: NaN, removed: 1, tokensSaved: 2 } }))).toThrow(RangeError);
+    expect(() => researchStageReport(unsafe({ findings: { tokens: -1, naiveTokens: 5, removed: 1, tokensSaved: 2 } }))).toThrow(/results\.findings\.tokens must be an integer >= 0, got -1/);
+    expect(() => researchStageReport(unsafe({ sources: {} }))).toThrow(new TypeError('results.sources.stats must be an object, got a undefined'));
+    expect(() => researchStageReport(unsafe({ sources: { stats: { total: 2, unique: 1 } } }))).toThrow(new TypeError('results.sources.stats.pruned must be a number, got a undefined'));
+    // Real results still make a report.
+    const findings = dedupeFindings([P1, P1]);
+    const report = researchStageReport({ sources: dedupeSources([{ url: 'a' }]), findings });
+    expect(report.tokens).toBe(findings.tokens);
+    expect(report.items.map((i) => i.value)).toEqual([1, 1, 0, 1, findings.tokensSaved]);
   });
 });

@@ -14,7 +14,9 @@ import {
   type ResourceBlock,
   type ResourceDecision,
   type ResourceLedgerOptions,
+  describeLocation,
 } from '../src/index.js';
+import { thrown, unsafe } from './assertions.js';
 
 const FOO = 'fn main() {\n    println!("hello, world");\n}\n'.repeat(20); // 880 bytes
 const BAR = 'pub struct Bar { pub x: u32 }\n'.repeat(30); // 900 bytes
@@ -570,5 +572,68 @@ describe('tool names', () => {
     expect(actions(r.decisions)).toEqual(['opted-out']);
     expect(actions(ledger.process({ turn: 1, tool: 'toString', callId: 't', blocks: [res('u', FOO)] }).decisions)).toEqual(['referenced']);
     expect(Object.keys(ResourceLedger.fromJSON(JSON.stringify(ledger)).settings.tools)).toEqual(['__proto__', 'constructor']);
+  });
+});
+
+describe('resources: validation gaps (issue 12)', () => {
+  it('a hole in forgetCalls / forgetTurns / json.deliveries is undefined at its index and gets the same error', () => {
+    const ledger = new ResourceLedger();
+    read(ledger, 1, 'keep', res('file:///foo.rs', FOO));
+    expect(() => ledger.forgetCalls(unsafe([, 'keep']))).toThrow(new TypeError('callIds[0] must be a string, got a undefined'));
+    expect(() => ledger.forgetTurns(unsafe([1, , 2]))).toThrow(new TypeError('turns[1] must be a number, got a undefined'));
+    // Nothing was forgotten by the failed calls.
+    expect(ledger.deliveries()).toHaveLength(1);
+    const json = ledger.toJSON();
+    const sparse = { ...json, deliveries: unsafe<unknown[]>([, ...json.deliveries]) };
+    expect(() => ResourceLedger.fromJSON(sparse)).toThrow(new TypeError('json.deliveries[0] must be an object, got a undefined'));
+  });
+
+  it('describeLocation checks its argument (kind, turn, callId) with TypeErrors naming the path', () => {
+    expect(describeLocation({ kind: 'tool', turn: 3, tool: 't', callId: 'c7' })).toBe('tool call `c7` in turn 3');
+    expect(describeLocation({ kind: 'attachment', turn: 2 })).toBe('the attachment at turn 2');
+    expect(() => describeLocation(unsafe({}))).toThrow(new TypeError("location.kind must be 'attachment' or 'tool', got undefined"));
+    expect(() => describeLocation(unsafe(null))).toThrow(new TypeError('location must be an object, got null'));
+    expect(() => describeLocation(unsafe({ kind: 'tool', turn: 3 }))).toThrow(new TypeError('location.callId must be a string, got a undefined'));
+    expect(() => describeLocation(unsafe({ kind: 'attachment' }))).toThrow(new TypeError('location.turn must be a number, got a undefined'));
+    expect(() => describeLocation(unsafe({ kind: 'attachment', turn: 1.5 }))).toThrow(RangeError);
+  });
+
+  it('restoreResources validates every decision before building anything', () => {
+    const ledger = new ResourceLedger();
+    read(ledger, 1, 'a', res('file:///foo.rs', FOO));
+    const { blocks, decisions } = read(ledger, 2, 'b', { type: 'text', text: 'hi' }, res('file:///foo.rs', FOO));
+    expect(restoreResources(blocks, decisions)).toEqual([{ type: 'text', text: 'hi' }, res('file:///foo.rs', FOO)]);
+    expect(() => restoreResources(blocks, unsafe([, ...decisions]))).toThrow(new TypeError('decisions[0] must be an object, got a undefined'));
+    const referenced = decisions[0] as ResourceDecision;
+    expect(() => restoreResources(blocks, [{ ...referenced, index: 5 }])).toThrow(/decisions\[0\]\.index must be an integer in \[0, 1\]/);
+    expect(() => restoreResources(blocks, [unsafe({ ...referenced, block: undefined })])).toThrow(new TypeError('decisions[0].block must be an object, got a undefined'));
+  });
+
+  it('error messages never fail to build: BigInt, cyclic and null-prototype values are named', () => {
+    const cyclic: Record<string, unknown> = {};
+    cyclic['self'] = cyclic;
+    const json = new ResourceLedger().toJSON();
+    expect(() => ResourceLedger.fromJSON({ ...json, format: 10n })).toThrow(new TypeError('json.format must be "ctxdedup/resource-ledger", got 10n'));
+    expect(() => ResourceLedger.fromJSON({ ...json, version: cyclic })).toThrow(new RangeError('json.version must be 1, got an object'));
+    expect(() => ResourceLedger.fromJSON({ ...json, version: Object.create(null) })).toThrow(new RangeError('json.version must be 1, got {}'));
+    const delivery = { uri: 'u', sha256: sha(FOO), bytes: 1, location: { kind: Symbol('k'), turn: 0 } };
+    expect(() => ResourceLedger.fromJSON({ ...json, turn: 0, deliveries: [delivery] })).toThrow(
+      new TypeError("json.deliveries[0].location.kind must be 'attachment' or 'tool', got Symbol(k)"),
+    );
+  });
+
+  it('loadResourceConfig names the path when the file cannot be read (a directory, a missing file)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ctxdedup-'));
+    try {
+      const dirError = thrown(() => loadResourceConfig(dir));
+      expect(dirError.message).toBe(`${dir} is a directory, not a TOML file`);
+      expect((dirError as NodeJS.ErrnoException).code).toBe('EISDIR');
+      const missing = join(dir, 'missing.toml');
+      const missingError = thrown(() => loadResourceConfig(missing));
+      expect(missingError.message.startsWith(`${missing} cannot be read: ENOENT`)).toBe(true);
+      expect((missingError as NodeJS.ErrnoException).code).toBe('ENOENT');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

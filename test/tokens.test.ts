@@ -210,7 +210,7 @@ describe('token counting API', () => {
   });
 
   it('rejects bad input with errors naming it', () => {
-    expect(() => tokenCounter('gpt2' as never)).toThrow(new TypeError('encoding must be one of o200k_base, cl100k_base, got gpt2'));
+    expect(() => tokenCounter('gpt2' as never)).toThrow(new TypeError('encoding must be one of o200k_base, cl100k_base, got "gpt2"'));
     expect(() => countTokens(5 as unknown as string)).toThrow(new TypeError('text must be a string, got a number'));
     expect(() => countTokensBatch('abc' as unknown as string[])).toThrow(new TypeError('texts must be an array, got a string'));
     expect(() => countTokensBatch(['a', 1 as unknown as string])).toThrow(new TypeError('texts[1] must be a string, got a number'));

@@ -18,8 +18,8 @@ import type { StringEdit } from './splice.js';
 export interface EngineDecision {
   /** Index of the replaced message. */
   index: number;
-  kind: 'exact' | 'fuzzy';
-  /** The reference tag that replaces it. */
+  kind: 'exact' | 'fuzzy' | 'block';
+  /** The reference tag that replaces it (`block`: the message's new content, references inside). */
   tag: string;
   /** Its length minus the tag's. */
   charsSaved: number;
@@ -32,6 +32,9 @@ export interface EngineResult {
   near: number;
   /** Duplicates left in full because they sit in the recency window. */
   keptInWindow: number;
+  /** Block references written, and the characters they saved (net). */
+  blocks?: number;
+  blockCharsSaved?: number;
 }
 
 /** The per-session dedup function: the native analysis by default (a benchmark may swap in a reference). */
@@ -46,6 +49,8 @@ export interface DedupeSettings {
   recencyWindow: number;
   preserve: string[];
   crossSession: boolean;
+  /** Also replace repeated line runs inside messages (needs `keep: 'earliest'`). */
+  blocks: boolean;
   /** Collect the originals for the verbatim file. */
   verbatim: boolean;
 }
@@ -73,6 +78,8 @@ export interface DedupeOutcome {
   exact: number;
   near: number;
   keptInWindow: number;
+  blocks: number;
+  blockCharsSaved: number;
   /** Contents replaced by this session's own dedup. */
   replaced: number;
   charsSaved: number;
@@ -86,7 +93,7 @@ export interface DedupeOutcome {
 
 /** Stage options of the settings. */
 export function stageOptions(s: DedupeSettings): DedupeMessagesOptions {
-  return { keep: s.keep, fuzzy: s.fuzzy, threshold: s.threshold, minChars: s.minChars, recencyWindow: s.recencyWindow, preserve: s.preserve };
+  return { keep: s.keep, fuzzy: s.fuzzy, threshold: s.threshold, minChars: s.minChars, recencyWindow: s.recencyWindow, preserve: s.preserve, blocks: s.blocks };
 }
 
 /**
@@ -95,11 +102,20 @@ export function stageOptions(s: DedupeSettings): DedupeMessagesOptions {
  */
 export const stageEngine: DedupeEngine = async (messages, options) => {
   const r = await dedupeMessagesAsync(messages, options);
+  // Block decisions come one per run: a message is one edit (its new content), saving their sum.
+  const decisions: EngineDecision[] = [];
+  for (const d of r.decisions) {
+    const last = decisions[decisions.length - 1];
+    if (last !== undefined && last.index === d.index) last.charsSaved += d.charsSaved;
+    else decisions.push({ index: d.index, kind: d.kind, tag: r.messages[d.index]?.content as string, charsSaved: d.charsSaved });
+  }
   return {
-    decisions: r.decisions.map((d) => ({ index: d.index, kind: d.kind, tag: r.messages[d.index]?.content as string, charsSaved: d.charsSaved })),
+    decisions,
     exact: r.stats.exactDuplicates,
     near: r.stats.nearDuplicates,
     keptInWindow: r.stats.keptInWindow,
+    blocks: r.stats.blockReferences,
+    blockCharsSaved: r.stats.blockCharsSaved,
   };
 };
 
@@ -135,6 +151,8 @@ function defaultTag(info: ReferenceInfo): string {
 export function nativeEngine(settings: DedupeSettings): DedupeEngine {
   const preserve = new Set<unknown>(settings.preserve);
   const skipPrefixes = utf16(SUMMARY_PREFIXES);
+  // The block pass needs every text (short messages are sources too) and the stage's result.
+  if (settings.blocks) return stageEngine;
   return async (messages) => {
     const { contents, lengths, units, blocked } = analysisInput(messages, preserve, settings.minChars);
     const recencyStart = recencyStartOf(messages.length, settings.recencyWindow);
@@ -151,7 +169,7 @@ export function nativeEngine(settings: DedupeSettings): DedupeEngine {
         ? native.analyzeMessages(contents, lengths, blocked, new Uint8Array(0), options)
         : await native.analyzeMessagesAsync(contents, lengths, blocked, new Uint8Array(0), options);
     const { exact, fuzzy } = annotations(analysis);
-    const out: EngineResult = { decisions: [], exact: 0, near: 0, keptInWindow: 0 };
+    const out: EngineResult = { decisions: [], exact: 0, near: 0, keptInWindow: 0, blocks: 0, blockCharsSaved: 0 };
     const decide = (a: Annotation, kind: 'exact' | 'fuzzy'): void => {
       if (inRecencyWindow(a.index, settings.recencyWindow, recencyStart)) {
         out.keptInWindow++;
@@ -196,6 +214,8 @@ export function dedupeHandler(settings: DedupeSettings, engine: DedupeEngine): S
   // boundary as '' so they are not copied there; decisions and tags are unchanged.
   const slim = (m: Message): Message => {
     const content = m.content as string;
+    // Blocks: a short message can still be the target of a reference.
+    if (settings.blocks) return m;
     if (content.length === 0 || (content.length >= settings.minChars && m.tool_calls === undefined && !(typeof m.role === 'string' && preserved.has(m.role)))) return m;
     return { ...m, content: '' };
   };
@@ -235,6 +255,8 @@ export function dedupeHandler(settings: DedupeSettings, engine: DedupeEngine): S
         exact: result.exact,
         near: result.near,
         keptInWindow: result.keptInWindow,
+        blocks: result.blocks ?? 0,
+        blockCharsSaved: result.blockCharsSaved ?? 0,
         replaced: edits.length,
         charsSaved,
         replacements,

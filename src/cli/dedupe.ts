@@ -13,11 +13,12 @@ import { UsageError, type DataError } from './errors.js';
 import type { FormatName } from './formats.js';
 import { discover, type InputFile } from './input.js';
 import type { SessionResult } from './jobs.js';
-import { Sink, type Target } from './output.js';
+import { Outputs, Sink, writeFileAtomic, type Target } from './output.js';
+import { checkPaths, type PathUse } from './paths.js';
 import { runPipeline, type OutputPatch, type PipelineProgress } from './pipeline.js';
 import { defaultJobs, HybridExecutor, inProcess, WorkerPool, type Executor } from './pool.js';
 import { Progress } from './progress.js';
-import { ReportBuilder, ReplacementMeter, type DedupeReport } from './report.js';
+import { renderHtml, ReportBuilder, ReplacementMeter, type DedupeReport } from './report.js';
 
 export type { DedupeEngine };
 
@@ -30,7 +31,7 @@ export const WORKER_THRESHOLD_BYTES = 16 << 20;
 
 /** Options of {@link dedupeCommand} (already parsed from the command line). */
 export interface DedupeCommandOptions
-  extends Pick<DedupeSettings, 'keep' | 'fuzzy' | 'threshold' | 'minChars' | 'recencyWindow' | 'preserve' | 'crossSession'> {
+  extends Pick<DedupeSettings, 'keep' | 'fuzzy' | 'threshold' | 'minChars' | 'recencyWindow' | 'preserve' | 'crossSession' | 'blocks'> {
   inputs: string[];
   format?: FormatName;
   out?: string;
@@ -49,7 +50,7 @@ export interface DedupeCommandOptions
   quiet: boolean;
   /** Force the progress display on (default: only when stderr is a TTY). */
   progress?: boolean;
-  /** HTML report path. */
+  /** HTML report path (written after the outputs). */
   report?: string;
   /** A per-session engine function: runs on the main thread only (implies `jobs: 1`). */
   engine?: DedupeEngine;
@@ -66,7 +67,10 @@ export interface CliIO {
   stderr: Writable & { isTTY?: boolean; columns?: number };
 }
 
-/** Where each input's output goes. */
+/**
+ * Where each input's output goes (paths as given: {@link checkOutputs} resolves and checks them).
+ * @throws UsageError for several inputs without `-o`, or two inputs mapped to one output
+ */
 export async function planTargets(
   files: readonly InputFile[],
   directories: number,
@@ -87,18 +91,40 @@ export async function planTargets(
   } catch {
     // does not exist yet
   }
-  const inputs = new Set(files.map((f) => resolve(f.path)));
   const targets: Target[] = [];
   const seen = new Set<string>();
   for (const file of files) {
     if (isDir && file.path === '-') throw new UsageError('stdin (-) needs -o <file>, not a directory');
     const path = isDir ? resolve(out, file.rel) : resolve(out);
-    if (inputs.has(path)) throw new UsageError(`output would overwrite its input: ${file.path}`);
     if (seen.has(path)) throw new UsageError(`two inputs map to the same output: ${path}`);
     seen.add(path);
     targets.push({ kind: 'file', path });
   }
   return targets;
+}
+
+/**
+ * Checks, before any work, that no output of a command (`targets`, then `extra` outputs such as
+ * the verbatim file) is one of its inputs (`files`, then `extraInputs`) or another of its
+ * outputs, stdin and stdout included when redirected from or to a file; see {@link checkPaths}.
+ * @returns the targets and the extra outputs, with real paths (write there)
+ * @throws UsageError naming both paths
+ */
+export async function checkOutputs(
+  files: readonly InputFile[],
+  extraInputs: readonly PathUse[],
+  targets: readonly Target[],
+  extra: readonly PathUse[],
+  io: Pick<CliIO, 'stdin' | 'stdout'>,
+): Promise<{ targets: Target[]; extra: string[] }> {
+  const inputs: PathUse[] = [...files.filter((f) => f.path !== '-').map((f) => ({ path: f.path, role: 'input' })), ...extraInputs];
+  const outputs: PathUse[] = [];
+  for (const t of targets) if (t.kind === 'file') outputs.push({ path: t.path, role: '-o' });
+  outputs.push(...extra);
+  const real = await checkPaths(inputs, outputs, { stdout: io.stdout, ...(files.some((f) => f.path === '-') ? { stdin: io.stdin } : {}) });
+  let k = 0;
+  const resolved = targets.map((t): Target => (t.kind === 'file' ? { kind: 'file', path: real[k++] as string } : t));
+  return { targets: resolved, extra: real.slice(k) };
 }
 
 /** Starts the executor the options ask for; without `--jobs`, the input size decides. */
@@ -123,19 +149,34 @@ function verbatimLine(file: InputFile, o: DedupeOutcome, cross: readonly string[
   return `{"file":${JSON.stringify(file.rel)},"session":${JSON.stringify(o.name)}${line},"edits":[${edits}]}\n`;
 }
 
+/** The verbatim file's entry for an input skipped with `--on-error skip` (it is in the output as it was). */
+function skippedLine(file: InputFile, error: DataError): string {
+  const line = error.line === undefined ? '' : `,"line":${error.line}`;
+  return `{"file":${JSON.stringify(file.rel)}${line},"skipped":${JSON.stringify(error.reason)}}\n`;
+}
+
 /**
- * Runs `ctxdedup dedupe`.
- * @returns the report, or throws UsageError / DataError.
+ * Runs `ctxdedup dedupe`. Every output path is checked before any work; outputs are written to
+ * temporary files and published only when the whole run succeeded: the verbatim file first, then
+ * the outputs, then the HTML report.
+ * @returns the report, or throws UsageError / DataError / OutputError.
  */
 export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise<DedupeReport> {
   if (o.inputs.length === 0) throw new UsageError('no inputs: give files, directories or - for stdin');
   if (o.dryRun && o.verbatim !== undefined) throw new UsageError('--verbatim has nothing to save with --dry-run');
   const { files, directories } = await discover(o.inputs);
   if (files.length === 0) throw new UsageError(`no .json, .jsonl or .ndjson files found in ${o.inputs.join(', ')}`);
-  const targets = await planTargets(files, directories, o.out, o.dryRun, io.stdout);
-  if (o.json && targets.some((t) => t.kind === 'stream')) {
+  const planned = await planTargets(files, directories, o.out, o.dryRun, io.stdout);
+  if (o.json && planned.some((t) => t.kind === 'stream')) {
     throw new UsageError('--json prints the report on stdout: write the output with -o, or use --dry-run');
   }
+  const extra: PathUse[] = [];
+  if (o.verbatim !== undefined) extra.push({ path: o.verbatim, role: '--verbatim' });
+  if (o.report !== undefined) extra.push({ path: o.report, role: '--report' });
+  const checked = await checkOutputs(files, [], planned, extra, io);
+  const targets = checked.targets;
+  const verbatimPath = o.verbatim === undefined ? undefined : checked.extra[0];
+  const reportPath = o.report === undefined ? undefined : checked.extra[extra.length - 1];
   const settings: DedupeSettings = {
     keep: o.keep,
     fuzzy: o.fuzzy,
@@ -144,6 +185,7 @@ export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise
     recencyWindow: o.recencyWindow,
     preserve: o.preserve,
     crossSession: o.crossSession,
+    blocks: o.blocks,
     verbatim: o.verbatim !== undefined,
   };
   try {
@@ -153,8 +195,7 @@ export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise
     throw error;
   }
   const report = new ReportBuilder(new ReplacementMeter(o.tokenizer), o.tokenizer, o.dryRun);
-  const verbatim = o.verbatim === undefined ? undefined : await Sink.open({ kind: 'file', path: resolve(o.verbatim) });
-  if (verbatim !== undefined) await verbatim.write(JSON.stringify({ ctxdedup: 'verbatim', version: 1 }) + '\n');
+  const verbatim = verbatimPath === undefined ? undefined : await Sink.open({ kind: 'file', path: verbatimPath });
   // Cross-session dedup: the first session#id seen with each tool output, by content key.
   const cross = new Map<string, string>();
 
@@ -197,6 +238,8 @@ export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise
       charsBefore: s.charsBefore,
       exact: s.exact,
       near: s.near,
+      blocks: s.blocks,
+      blockCharsSaved: s.blockCharsSaved,
       cross: crossCount,
       keptInWindow: s.keptInWindow,
     });
@@ -210,9 +253,11 @@ export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise
   const bar = showProgress ? new Progress(io.stderr, progress, totalBytes, files.length) : undefined;
   bar?.start();
   let executor: Executor<DedupeOutcome> | undefined;
+  let outputs: Outputs | undefined;
   try {
+    if (verbatim !== undefined) await verbatim.write(JSON.stringify({ ctxdedup: 'verbatim', version: 1 }) + '\n');
     executor = await executorFor(o, settings, files);
-    await runPipeline(
+    outputs = await runPipeline(
       {
         files,
         targets,
@@ -223,18 +268,27 @@ export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise
         inFlight: Math.max(o.concurrency, 2 * (o.jobs ?? defaultJobs())),
         ...(o.batchBytes === undefined ? {} : { batchBytes: o.batchBytes }),
         session,
-        skipped: (e: DataError) => report.error(e.file, e.line, e.reason),
+        skipped: async (e: DataError, file: InputFile) => {
+          report.error(e.file, e.line, e.reason);
+          // Restore passes the input through as it is only where the verbatim file says so.
+          if (verbatim !== undefined) await verbatim.write(skippedLine(file, e));
+        },
         fileFormat: (_file, format) => report.file(format),
       },
       progress,
     );
+    // The outputs are never published without their originals: verbatim file first.
     await verbatim?.commit();
+    await outputs.publish();
   } catch (error) {
     await verbatim?.discard();
+    await outputs?.discard();
     throw error;
   } finally {
     await executor?.close();
     bar?.stop();
   }
-  return report.finish(files.length, progress.bytesRead(), progress.bytesParsed, progress.bytesOut);
+  const result = report.finish(files.length, progress.bytesRead(), progress.bytesParsed, progress.bytesOut);
+  if (reportPath !== undefined) await writeFileAtomic(reportPath, renderHtml(result));
+  return result;
 }

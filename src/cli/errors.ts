@@ -37,6 +37,24 @@ export class DataError extends Error {
 }
 
 /**
+ * An output that could not be written (a full disk, a closed pipe, a full stdout): exit code 1.
+ * Whatever was being written is discarded (files) or incomplete (stdout).
+ */
+export class OutputError extends Error {
+  override readonly name = 'OutputError';
+  /**
+   * @param target - the output: its path, or `stdout`
+   * @param error - what the system said
+   */
+  constructor(
+    readonly target: string,
+    error: unknown,
+  ) {
+    super(`cannot write to ${target}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  }
+}
+
+/**
  * Describes a `JSON.parse` failure of `text` as a 1-based line, column and reason. V8 reports a
  * character position; it is turned into a line and column here.
  */

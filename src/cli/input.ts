@@ -8,7 +8,7 @@ import { open, readdir, stat } from 'node:fs/promises';
 import { basename, join, relative } from 'node:path';
 import type { Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
-import { UsageError } from './errors.js';
+import { DataError, UsageError } from './errors.js';
 import type { Container } from './formats.js';
 
 /** Extensions picked up when a directory is given. */
@@ -76,8 +76,10 @@ export async function discover(inputs: readonly string[]): Promise<{ files: Inpu
     let info;
     try {
       info = await stat(input);
-    } catch {
-      throw new UsageError(`input not found: ${input}`);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ENOTDIR') throw new UsageError(`input not found: ${input}`);
+      throw inputError({ path: input }, error);
     }
     if (info.isDirectory()) {
       directories++;
@@ -88,6 +90,24 @@ export async function discover(inputs: readonly string[]): Promise<{ files: Inpu
     }
   }
   return { files, directories };
+}
+
+/** What a failed read says, for a message that names the file (zlib's messages say nothing of gzip). */
+function readFailure(error: Error & { code?: unknown }): string {
+  if (error.code === 'Z_BUF_ERROR') return `${error.message} (truncated gzip data)`;
+  if (typeof error.code === 'string' && error.code.startsWith('Z_')) return `not valid gzip data: ${error.message}`;
+  return error.message;
+}
+
+/**
+ * An error met while reading `file`, as a DataError that names it (`file: unexpected end of
+ * file`). Errors that are not about the input (bugs, errors already located) pass unchanged.
+ */
+export function inputError(file: Pick<InputFile, 'path'>, error: unknown): unknown {
+  if (error instanceof DataError || error instanceof UsageError || !(error instanceof Error)) return error;
+  const code = (error as NodeJS.ErrnoException).code;
+  if (typeof code !== 'string' || !/^(E[A-Z]+|Z_[A-Z_]+)$/.test(code)) return error;
+  return new DataError(file.path, undefined, readFailure(error));
 }
 
 /** An open input: decompressed bytes, and a counter of raw bytes read for progress. */
@@ -202,7 +222,7 @@ export interface ByteSource {
 }
 
 /** A source over a stream: chunks are copied into the caller's buffers. */
-function streamSource(input: OpenInput): ByteSource {
+function streamSource(file: InputFile, input: OpenInput): ByteSource {
   const iterator = input.stream[Symbol.asyncIterator]();
   let left: Buffer | undefined;
   let ended = false;
@@ -210,7 +230,12 @@ function streamSource(input: OpenInput): ByteSource {
     async read(into, offset, length) {
       while (left === undefined || left.length === 0) {
         if (ended) return 0;
-        const next = await iterator.next();
+        let next: IteratorResult<Buffer>;
+        try {
+          next = await iterator.next();
+        } catch (error) {
+          throw inputError(file, error);
+        }
         if (next.done) {
           ended = true;
           return 0;
@@ -232,8 +257,17 @@ function streamSource(input: OpenInput): ByteSource {
 /**
  * Opens an input for reading: a regular file that is not gzip (by extension or magic bytes) is
  * read straight into the caller's buffers; stdin, pipes and gzip go through a stream.
+ * @throws DataError naming the file when it cannot be opened or read (see {@link inputError})
  */
 export async function openSource(file: InputFile, stdin: Readable = process.stdin): Promise<ByteSource> {
+  try {
+    return await openSourceUnnamed(file, stdin);
+  } catch (error) {
+    throw inputError(file, error);
+  }
+}
+
+async function openSourceUnnamed(file: InputFile, stdin: Readable): Promise<ByteSource> {
   if (file.path !== '-' && !file.gzip) {
     const handle = await open(file.path, 'r');
     let direct = false;
@@ -250,7 +284,12 @@ export async function openSource(file: InputFile, stdin: Readable = process.stdi
       let position = 0;
       return {
         async read(into, offset, length) {
-          const { bytesRead } = await handle.read(into, offset, length, position);
+          let bytesRead: number;
+          try {
+            ({ bytesRead } = await handle.read(into, offset, length, position));
+          } catch (error) {
+            throw inputError(file, error);
+          }
           position += bytesRead;
           return bytesRead;
         },
@@ -259,5 +298,5 @@ export async function openSource(file: InputFile, stdin: Readable = process.stdi
       };
     }
   }
-  return streamSource(openInput(file, stdin));
+  return streamSource(file, openInput(file, stdin));
 }

@@ -5,15 +5,14 @@
  */
 import { run } from './run.js';
 
-process.stdout.on('error', (error: NodeJS.ErrnoException) => {
-  // A closed pipe (`ctxdedup dedupe big.jsonl | head`) is not an error worth a trace.
-  if (error.code === 'EPIPE') process.exit(0);
-  throw error;
-});
-
 const argv = process.argv.slice(2);
 
 if (argv[0] === 'serve') {
+  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    // A closed pipe (`ctxdedup serve | head`) is not an error worth a trace.
+    if (error.code === 'EPIPE') process.exit(0);
+    throw error;
+  });
   // The server owns its flags, signals and lifetime (src/server/main.ts); load it only when asked.
   const { main } = await import('../server/main.js');
   await main(argv.slice(1));
@@ -22,13 +21,30 @@ if (argv[0] === 'serve') {
 }
 
 function runCli(args: string[]): void {
-  run(args, { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr }).then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (error: unknown) => {
-    process.stderr.write(`ctxdedup: internal error (please report it): ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  // A failing stdout (a full disk, `> /dev/full`, a closed pipe) ends the run with one line and
+  // exit 1. The commands see their own write failures and report them; this catches the rest
+  // (the help text, a failure after the run), once.
+  let running = true;
+  let stdoutError: Error | undefined;
+  const stdoutFailed = (error: Error): string => `ctxdedup: cannot write to stdout: ${error.message}\n`;
+  process.stdout.on('error', (error: Error) => {
+    if (stdoutError !== undefined) return;
+    stdoutError = error;
     process.exitCode = 1;
-  },
+    if (!running) process.stderr.write(stdoutFailed(error));
+  });
+  // Nothing more can be said when stderr fails.
+  process.stderr.on('error', () => undefined);
+  run(args, { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr }).then(
+    (code) => {
+      running = false;
+      if (stdoutError !== undefined && code === 0) process.stderr.write(stdoutFailed(stdoutError));
+      process.exitCode = stdoutError === undefined ? code : Math.max(code, 1);
+    },
+    (error: unknown) => {
+      running = false;
+      process.stderr.write(`ctxdedup: internal error (please report it): ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+      process.exitCode = 1;
+    },
   );
 }

@@ -12,6 +12,7 @@ import { MemoryDeduplicator, type BatchReport, type MergeFunction } from '../mem
 import { hashedEmbedding } from '../memory/embedding.js';
 import type { CliIO } from './dedupe.js';
 import { DataError, UsageError } from './errors.js';
+import { print } from './output.js';
 
 function fraction(value: string): number {
   const n = Number(value);
@@ -124,7 +125,7 @@ async function memoriesDedupe(opts: MemoriesDedupeOptions, io: CliIO): Promise<v
       throw new UsageError((error as Error).message);
     }
     const report = await dedup.deduplicateAll({ dryRun: opts.dryRun, linkage: opts.linkage ?? config.linkage ?? 'single' });
-    io.stdout.write(opts.json ? JSON.stringify(report, null, 2) + '\n' : renderMemoryReport(report));
+    await print(io.stdout, opts.json ? JSON.stringify(report, null, 2) + '\n' : renderMemoryReport(report));
   } catch (error) {
     if (error instanceof RangeError) throw new DataError(spec, undefined, error.message);
     throw error;

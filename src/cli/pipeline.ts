@@ -13,7 +13,7 @@ import { DataError } from './errors.js';
 import { containerOf, type Container, type FormatName } from './formats.js';
 import { openSource, type ByteSource, type InputFile } from './input.js';
 import { isRecord, parseLine, stripBom, type FileRef, type Job, type JobError, type JobResult, type SessionResult } from './jobs.js';
-import { Sink, type Target } from './output.js';
+import { Outputs, Sink, type Target } from './output.js';
 import type { Executor } from './pool.js';
 
 /** Replaces bytes `[start, end)` of a job's output (the pipeline applies these before writing). */
@@ -36,8 +36,11 @@ export interface PipelineOptions<O> {
   inFlight: number;
   /** Target size of a batch of session lines (default 2 MiB). */
   batchBytes?: number;
-  /** Called for skipped inputs (with `onError: 'skip'`), in input order. */
-  skipped(error: DataError): void;
+  /**
+   * Called for skipped inputs (with `onError: 'skip'`), in input order, with the input they are
+   * in. Throw (a DataError) to stop the run.
+   */
+  skipped(error: DataError, file: InputFile): void | Promise<void>;
   /** Called once per file with its resolved format, in input order. */
   fileFormat?(file: InputFile, format: FormatName): void;
   /**
@@ -222,11 +225,13 @@ function modeOf(text: string): 'sessions' | 'agent' | undefined {
 }
 
 /**
- * Runs the pipeline over every file.
- * @throws DataError on the first bad input when `onError` is `'abort'` (the file being written
- *   is discarded; files already finished stay).
+ * Runs the pipeline over every file. File outputs are finished under temporary names and
+ * returned unpublished: the caller publishes them (after its own outputs, such as the verbatim
+ * file) or discards them, so a failed run commits nothing.
+ * @throws DataError on the first bad input when `onError` is `'abort'`, OutputError when an
+ *   output cannot be written (every output file is discarded then)
  */
-export async function runPipeline<O>(options: PipelineOptions<O>, progress: PipelineProgress): Promise<void> {
+export async function runPipeline<O>(options: PipelineOptions<O>, progress: PipelineProgress): Promise<Outputs> {
   const queue = new Queue<Item<O>>(Math.max(2, options.inFlight + 2), MAX_BYTES_IN_FLIGHT);
   const pool = new BufferPool(options.batchBytes ?? DEFAULT_BATCH_BYTES, options.inFlight + 4);
   let finishedBytes = 0;
@@ -346,10 +351,10 @@ export async function runPipeline<O>(options: PipelineOptions<O>, progress: Pipe
     }
   };
 
-  const failOn = (file: InputFile, e: JobError): void => {
+  const failOn = async (file: InputFile, e: JobError): Promise<void> => {
     const error = new DataError(file.path, e.line, e.reason);
     if (options.onError === 'abort') throw error;
-    options.skipped(error);
+    await options.skipped(error, file);
   };
 
   const writeJob = async (sink: Sink, file: InputFile, result: JobResult<O>): Promise<void> => {
@@ -358,12 +363,12 @@ export async function runPipeline<O>(options: PipelineOptions<O>, progress: Pipe
     const extra: OutputPatch[] = [];
     let e = 0;
     for (let i = 0; i < result.sessions.length; i++) {
-      for (; e < result.errors.length && (result.errors[e] as JobError).after <= i; e++) failOn(file, result.errors[e] as JobError);
+      for (; e < result.errors.length && (result.errors[e] as JobError).after <= i; e++) await failOn(file, result.errors[e] as JobError);
       const more = await options.session(file, result.sessions[i] as SessionResult<O>, data);
       if (more !== undefined) extra.push(...more);
       progress.sessionsDone++;
     }
-    for (; e < result.errors.length; e++) failOn(file, result.errors[e] as JobError);
+    for (; e < result.errors.length; e++) await failOn(file, result.errors[e] as JobError);
     progress.bytesParsed += result.bytes;
     // The output: the input with the job's patches and the caller's (disjoint) patches applied.
     extra.sort((a, b) => a.start - b.start);
@@ -398,6 +403,7 @@ export async function runPipeline<O>(options: PipelineOptions<O>, progress: Pipe
     );
   };
 
+  const outputs = new Outputs();
   const writer = async (): Promise<void> => {
     let sink: Sink | undefined;
     try {
@@ -415,7 +421,8 @@ export async function runPipeline<O>(options: PipelineOptions<O>, progress: Pipe
           wake?.();
           await writeJob(sink as Sink, item.file, result);
         } else {
-          await (sink as Sink).commit();
+          await (sink as Sink).finish();
+          outputs.add(sink as Sink);
           progress.bytesOut += (sink as Sink).bytes;
           sink = undefined;
           progress.filesDone++;
@@ -429,10 +436,12 @@ export async function runPipeline<O>(options: PipelineOptions<O>, progress: Pipe
       jobDone = undefined;
       wake?.();
       await sink?.discard();
+      await outputs.discard();
       throw error;
     }
   };
 
   const [, written] = await Promise.allSettled([reader(), writer()]);
   if (written.status === 'rejected') throw written.reason;
+  return outputs;
 }

@@ -45,6 +45,9 @@ export interface DedupeReport {
   exactDuplicates: number;
   nearDuplicates: number;
   crossSessionDuplicates: number;
+  /** Block references (runs of lines already sent, replaced inside messages) and the characters they saved, net. */
+  blockReferences: number;
+  blockCharsSaved: number;
   /** Duplicates left in full because they sit in the recency window. */
   keptInWindow: number;
   charsBefore: number;
@@ -280,6 +283,8 @@ export class ReportBuilder {
       exactDuplicates: 0,
       nearDuplicates: 0,
       crossSessionDuplicates: 0,
+      blockReferences: 0,
+      blockCharsSaved: 0,
       keptInWindow: 0,
       charsBefore: 0,
       charsAfter: 0,
@@ -331,7 +336,7 @@ export class ReportBuilder {
   }
 
   /** Adds one finished session. */
-  session(s: SessionSaving & { contents: number; charsBefore: number; exact: number; near: number; cross: number; keptInWindow: number }): void {
+  session(s: SessionSaving & { contents: number; charsBefore: number; exact: number; near: number; cross: number; keptInWindow: number; blocks?: number; blockCharsSaved?: number }): void {
     const r = this.report;
     r.sessions++;
     r.messages += s.messages;
@@ -339,6 +344,8 @@ export class ReportBuilder {
     r.exactDuplicates += s.exact;
     r.nearDuplicates += s.near;
     r.crossSessionDuplicates += s.cross;
+    r.blockReferences += s.blocks ?? 0;
+    r.blockCharsSaved += s.blockCharsSaved ?? 0;
     r.keptInWindow += s.keptInWindow;
     r.charsBefore += s.charsBefore;
     r.charsSaved += s.charsSaved;
@@ -416,6 +423,7 @@ export function renderText(r: DedupeReport): string {
   out.push(
     `  replaced     ${int(r.exactDuplicates)} exact + ${int(r.nearDuplicates)} near duplicates` +
       (r.crossSessionDuplicates > 0 ? ` + ${int(r.crossSessionDuplicates)} cross-session` : '') +
+      (r.blockReferences > 0 ? ` + ${int(r.blockReferences)} line blocks (${int(r.blockCharsSaved)} chars)` : '') +
       (r.keptInWindow > 0 ? ` (${int(r.keptInWindow)} kept in the recency window)` : ''),
   );
   out.push(`  characters   ${int(r.charsBefore)} -> ${int(r.charsAfter)} (${int(r.charsSaved)} saved, ${pct(r.charsSaved, r.charsBefore)})`);
@@ -473,6 +481,7 @@ export function renderHtml(r: DedupeReport): string {
     ['exact duplicates', int(r.exactDuplicates)],
     ['near duplicates', int(r.nearDuplicates)],
     ['cross-session', int(r.crossSessionDuplicates)],
+    ['line blocks', `${int(r.blockReferences)} (${int(r.blockCharsSaved)} chars)`],
     ['characters saved', `${int(r.charsSaved)} (${pct(r.charsSaved, r.charsBefore)})`],
     ['tokens saved', int(r.tokensSaved)],
     ['throughput', `${t.mbPerSec} MB/s`],

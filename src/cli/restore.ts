@@ -1,14 +1,17 @@
 /**
  * `ctxdedup restore`: puts the originals saved by `dedupe --verbatim` back into deduplicated output.
+ * Inputs that `dedupe --on-error skip` passed through as they were (the verbatim file lists
+ * them) pass through again, so the pair round-trips byte for byte; any other bad input aborts.
  * @module
  */
 import { DataError, jsonErrorLocation, UsageError } from './errors.js';
 import { getAt, type FormatName, type PathStep } from './formats.js';
-import { discover, lines, openInput } from './input.js';
+import { discover, inputError, lines, openInput, type InputFile } from './input.js';
 import type { Handled, Session } from './jobs.js';
+import type { Outputs } from './output.js';
 import { runPipeline, type PipelineProgress } from './pipeline.js';
 import { inProcess } from './pool.js';
-import { planTargets, type CliIO } from './dedupe.js';
+import { checkOutputs, planTargets, type CliIO } from './dedupe.js';
 
 /** Options of {@link restoreCommand}. */
 export interface RestoreCommandOptions {
@@ -31,9 +34,36 @@ interface VerbatimEntry {
   edits: { path: PathStep[]; original: string; tag: string }[];
 }
 
-async function loadVerbatim(path: string, io: CliIO): Promise<Map<string, VerbatimEntry>> {
+/** An input `dedupe --on-error skip` left as it was: `file`, `line` and why. */
+interface SkippedEntry {
+  file: string;
+  line?: number;
+  skipped: string;
+}
+
+interface Verbatim {
+  /** Sessions to restore, by `file` or `file:line`. */
+  entries: Map<string, VerbatimEntry>;
+  /** Skipped inputs, by `file` or `file:line`. */
+  skipped: Map<string, SkippedEntry>;
+}
+
+function keyOf(entry: { file: string; line?: number | undefined }): string {
+  return entry.line === undefined ? entry.file : `${entry.file}:${entry.line}`;
+}
+
+/** Finds the entry of `file` (and `line`); a single renamed input matches on the line alone. */
+function find<E extends { line?: number }>(map: Map<string, E>, file: string, line: number | undefined, single: boolean): E | undefined {
+  const hit = map.get(line === undefined ? file : `${file}:${line}`);
+  if (hit !== undefined || !single) return hit;
+  for (const entry of map.values()) if (entry.line === line) return entry;
+  return undefined;
+}
+
+async function loadVerbatim(path: string, io: CliIO): Promise<Verbatim> {
   const file = { path, rel: path, size: 0, gzip: path.endsWith('.gz'), container: 'jsonl' as const };
   const entries = new Map<string, VerbatimEntry>();
+  const skipped = new Map<string, SkippedEntry>();
   let input;
   try {
     input = openInput(file, io.stdin);
@@ -45,45 +75,44 @@ async function loadVerbatim(path: string, io: CliIO): Promise<Map<string, Verbat
       } catch (error) {
         throw new DataError(path, line.number, jsonErrorLocation(line.text, error).reason);
       }
-      const v = value as Partial<VerbatimEntry> & { ctxdedup?: string };
+      const v = value as Partial<VerbatimEntry & SkippedEntry> & { ctxdedup?: string };
       if (line.number === 1) {
         if (v.ctxdedup !== 'verbatim') throw new DataError(path, 1, 'not a ctxdedup verbatim file');
         continue;
       }
-      if (typeof v.file !== 'string' || !Array.isArray(v.edits)) throw new DataError(path, line.number, 'not a verbatim entry');
-      entries.set(v.line === undefined ? v.file : `${v.file}:${v.line}`, v as VerbatimEntry);
+      const located = typeof v.file === 'string' && (v.line === undefined || Number.isSafeInteger(v.line));
+      if (located && Array.isArray(v.edits)) entries.set(keyOf(v as VerbatimEntry), v as VerbatimEntry);
+      else if (located && typeof v.skipped === 'string') skipped.set(keyOf(v as SkippedEntry), v as SkippedEntry);
+      else throw new DataError(path, line.number, 'not a verbatim entry');
     }
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new UsageError(`verbatim file not found: ${path}`);
-    throw error;
+    throw inputError(file, error);
   } finally {
     input?.close();
   }
-  return entries;
+  return { entries, skipped };
 }
 
 /** Runs `ctxdedup restore`. */
 export async function restoreCommand(o: RestoreCommandOptions, io: CliIO): Promise<RestoreSummary> {
   if (o.inputs.length === 0) throw new UsageError('no inputs: give the deduplicated files or directories');
   const { files, directories } = await discover(o.inputs);
-  const targets = await planTargets(files, directories, o.out, false, io.stdout);
-  const entries = await loadVerbatim(o.verbatim, io);
+  const planned = await planTargets(files, directories, o.out, false, io.stdout);
+  // The verbatim file is read too: no output may overwrite it.
+  const { targets } = await checkOutputs(files, [{ path: o.verbatim, role: '--verbatim' }], planned, [], io);
+  const { entries, skipped } = await loadVerbatim(o.verbatim, io);
   // A single file may have been renamed by -o: then match its sessions by line only.
   const single = files.length === 1 && directories === 0;
-  const lookup = (key: string, line: number | undefined): VerbatimEntry | undefined => {
-    const hit = entries.get(key);
-    if (hit !== undefined || !single) return hit;
-    for (const [k, entry] of entries) if (entry.line === line) return entries.get(k);
-    return undefined;
-  };
-  const used = new Set<VerbatimEntry>();
+  const lookup = (session: Session): VerbatimEntry | undefined => find(entries, session.file.rel, session.line, single);
+  const used = new Set<VerbatimEntry | SkippedEntry>();
   const summary: RestoreSummary = { files: files.length, sessions: 0, restored: 0 };
   const progress: PipelineProgress = { filesDone: 0, sessionsDone: 0, bytesRead: () => 0, bytesParsed: 0, bytesOut: 0 };
   // What the handler found for one session; checked and counted in input order.
   type Outcome = { entry: VerbatimEntry | undefined; mismatch?: string; file: string; line: number | undefined };
   const handler = {
     handle(session: Session): Handled<Outcome> {
-      const entry = lookup(session.key, session.line);
+      const entry = lookup(session);
       const outcome: Outcome = { entry, file: session.file.path, line: session.line };
       if (entry === undefined) return { edits: [], outcome };
       for (const e of entry.edits) {
@@ -95,29 +124,42 @@ export async function restoreCommand(o: RestoreCommandOptions, io: CliIO): Promi
       return { edits: entry.edits.map((e) => ({ path: e.path, value: e.original })), outcome };
     },
   };
-  await runPipeline<Outcome>(
-    {
-      files,
-      targets,
-      format: o.format,
-      onError: 'abort',
-      stdin: io.stdin,
-      executor: inProcess(handler),
-      inFlight: 2,
-      skipped: () => undefined,
-      session: (_file, { outcome }) => {
-        summary.sessions++;
-        if (outcome.mismatch !== undefined) throw new DataError(outcome.file, outcome.line, outcome.mismatch);
-        if (outcome.entry !== undefined) {
-          used.add(outcome.entry);
-          summary.restored += outcome.entry.edits.length;
-        }
-        return undefined;
+  // Bad input passes through only where dedupe skipped it (same place, same reason).
+  const passThrough = (error: DataError, file: InputFile): void => {
+    const entry = find(skipped, file.rel, error.line, single);
+    if (entry === undefined || entry.skipped !== error.reason) throw error;
+    used.add(entry);
+  };
+  let outputs: Outputs | undefined;
+  try {
+    outputs = await runPipeline<Outcome>(
+      {
+        files,
+        targets,
+        format: o.format,
+        onError: 'skip',
+        stdin: io.stdin,
+        executor: inProcess(handler),
+        inFlight: 2,
+        skipped: passThrough,
+        session: (_file, { outcome }) => {
+          summary.sessions++;
+          if (outcome.mismatch !== undefined) throw new DataError(outcome.file, outcome.line, outcome.mismatch);
+          if (outcome.entry !== undefined) {
+            used.add(outcome.entry);
+            summary.restored += outcome.entry.edits.length;
+          }
+          return undefined;
+        },
       },
-    },
-    progress,
-  );
-  const unused = entries.size - used.size;
-  if (unused > 0) throw new DataError(o.verbatim, undefined, `${unused} session(s) in the verbatim file matched no input`);
+      progress,
+    );
+    const unused = entries.size + skipped.size - used.size;
+    if (unused > 0) throw new DataError(o.verbatim, undefined, `${unused} entr${unused === 1 ? 'y' : 'ies'} in the verbatim file matched no input`);
+    await outputs.publish();
+  } catch (error) {
+    await outputs?.discard();
+    throw error;
+  }
   return summary;
 }

@@ -2,13 +2,13 @@
  * The `ctxdedup` command line: argument parsing, output of reports, and exit codes.
  * @module
  */
-import { writeFile } from 'node:fs/promises';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { dedupeCommand, type CliIO, type DedupeEngine } from './dedupe.js';
-import { DataError, EXIT, UsageError } from './errors.js';
+import { DataError, EXIT, OutputError, UsageError } from './errors.js';
 import { FORMATS, type FormatName } from './formats.js';
-import { renderHtml, renderText } from './report.js';
+import { renderText } from './report.js';
 import { addMemoriesCommand } from './memories.js';
+import { print } from './output.js';
 import { restoreCommand } from './restore.js';
 
 const VERSION = '0.1.0';
@@ -17,6 +17,17 @@ function integer(name: string, min: number) {
   return (value: string): number => {
     const n = Number(value);
     if (value.trim() === '' || !Number.isInteger(n) || n < min) throw new InvalidArgumentError(`${name} must be an integer >= ${min}`);
+    return n;
+  };
+}
+
+/** Most threads or batches in flight `--jobs` and `--concurrency` accept: each costs memory up front. */
+export const MAX_JOBS = 256;
+
+function bounded(name: string, min: number, max: number) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!/^\s*\d+\s*$/.test(value) || !Number.isSafeInteger(n) || n < min || n > max) throw new InvalidArgumentError(`${name} must be an integer from ${min} to ${max}`);
     return n;
   };
 }
@@ -72,11 +83,12 @@ export async function run(argv: readonly string[], io: CliIO, hooks: RunHooks = 
     .option('--min-chars <n>', 'leave contents shorter than this alone', integer('--min-chars', 0), 200)
     .option('--recency-window <n>', 'never replace the last N messages of a session', integer('--recency-window', 0), 0)
     .option('--preserve <roles>', 'roles never deduplicated, comma-separated (default: system)', list)
+    .option('--blocks', 'also replace runs of lines already sent earlier with one-line references (lossless; needs --keep earliest)', false)
     .option('--cross-session', 'also replace tool outputs identical to one in an earlier session (exact)', false)
     .addOption(new Option('--on-error <mode>', 'on malformed input: abort (exit 1) or skip it and go on').choices(['abort', 'skip']).default('abort'))
     .addOption(new Option('--tokenizer <encoding>', 'BPE encoding for token counts').choices(['o200k_base', 'cl100k_base']).default('o200k_base'))
-    .option('--jobs <n>', 'worker threads that parse and deduplicate (default: one per CPU for inputs of 16 MB or more; 1: all on the main thread)', integer('--jobs', 1))
-    .option('-j, --concurrency <n>', 'batches of sessions in flight (at least 2 per worker)', integer('--concurrency', 1), 4)
+    .option('--jobs <n>', `worker threads that parse and deduplicate, 1 to ${MAX_JOBS} (default: one per CPU for inputs of 16 MB or more; 1: all on the main thread)`, bounded('--jobs', 1, MAX_JOBS))
+    .option('-j, --concurrency <n>', `batches of sessions in flight, 1 to ${MAX_JOBS} (at least 2 per worker)`, bounded('--concurrency', 1, MAX_JOBS), 4)
     .option('--json', 'print the report as JSON on stdout', false)
     .option('--report <file>', 'write a self-contained HTML report')
     .option('-q, --quiet', 'no progress and no text report', false)
@@ -96,6 +108,7 @@ export async function run(argv: readonly string[], io: CliIO, hooks: RunHooks = 
           recencyWindow: opts['recencyWindow'] as number,
           preserve: (opts['preserve'] as string[] | undefined) ?? ['system'],
           crossSession: opts['crossSession'] as boolean,
+          blocks: opts['blocks'] as boolean,
           onError: opts['onError'] as 'abort' | 'skip',
           concurrency: opts['concurrency'] as number,
           jobs: opts['jobs'] as number | undefined,
@@ -110,9 +123,10 @@ export async function run(argv: readonly string[], io: CliIO, hooks: RunHooks = 
         },
         io,
       );
-      if (typeof opts['report'] === 'string') await writeFile(opts['report'], renderHtml(report));
-      if (opts['json']) io.stdout.write(JSON.stringify(report, null, 2) + '\n');
-      else if (!opts['quiet']) (opts['out'] === undefined && !opts['dryRun'] ? io.stderr : io.stdout).write(renderText(report));
+      if (opts['json']) await print(io.stdout, JSON.stringify(report, null, 2) + '\n');
+      else if (opts['quiet']) return;
+      else if (opts['out'] === undefined && !opts['dryRun']) io.stderr.write(renderText(report));
+      else await print(io.stdout, renderText(report));
     });
 
   program
@@ -149,7 +163,7 @@ export async function run(argv: readonly string[], io: CliIO, hooks: RunHooks = 
     } else if (error instanceof UsageError) {
       io.stderr.write(`ctxdedup: ${error.message}\n`);
       code = EXIT.usage;
-    } else if (error instanceof DataError) {
+    } else if (error instanceof DataError || error instanceof OutputError) {
       io.stderr.write(`ctxdedup: ${error.message}\n`);
       code = EXIT.data;
     } else if (isUserFsError(error)) {

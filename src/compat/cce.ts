@@ -6,7 +6,7 @@
  * may be numbers) and are synchronous like CCE's. Rules: `shared/golden/cce/README.md`.
  * @module
  */
-import { setOwn } from '../errors.js';
+import { rangeError, setOwn, typeError } from '../errors.js';
 import { native } from '../native.js';
 import {
   analysisInput,
@@ -96,9 +96,34 @@ function toRoleSet(preserveRoles: unknown): ReadonlySet<unknown> {
 
 /** CCE compares `index >= recencyStart` only when `recencyStart > 0`; clamp to [0, n]. */
 function clampRecencyStart(recencyStart: unknown, n: number): number {
+  if (typeof recencyStart === 'symbol') typeError('recencyStart', 'must be comparable with a number, got a symbol');
   const value = Number(recencyStart);
   if (!(value > 0)) return 0;
   return Math.min(n, Math.ceil(value));
+}
+
+/**
+ * A threshold as CCE uses it, in `similarity >= threshold`: JavaScript's relational comparison
+ * converts it to a number (`'0.9'` is 0.9, `null` is 0, `'abc'` is NaN and matches nothing, a
+ * BigInt compares by value). A symbol cannot be compared: TypeError naming the option.
+ */
+function toThreshold(value: unknown, path: string): number {
+  if (typeof value === 'symbol') typeError(path, 'must be comparable with a number, got a symbol');
+  return Number(value);
+}
+
+/**
+ * The messages as an array. CCE walks `messages` by index up to `messages.length`, so a value
+ * without a usable length (a number, a BigInt, an object without `length`) holds no messages;
+ * `null` and `undefined` have no properties at all (TypeError, as in CCE).
+ */
+function asList<M>(messages: unknown): readonly M[] {
+  if (Array.isArray(messages)) return messages as M[];
+  if (messages === null || messages === undefined) typeError('messages', `must be an array, got ${messages === null ? 'null' : 'undefined'}`);
+  const length = Number((messages as { length?: unknown }).length);
+  if (!(length > 0)) return [];
+  if (length > 2 ** 32 - 1) rangeError('messages.length', `must be at most ${2 ** 32 - 1}, got ${length}`);
+  return Array.from({ length: Math.ceil(length) }, (_, i) => (messages as Record<number, M>)[i] as M);
 }
 
 function toMap(list: readonly Annotation[]): Map<number, DedupAnnotation> {
@@ -112,11 +137,12 @@ function toMap(list: readonly Annotation[]): Map<number, DedupAnnotation> {
 }
 
 function run(
-  messages: readonly CceMessage[],
+  given: readonly CceMessage[],
   recencyStart: unknown,
   preserveRoles: unknown,
   passes: { exact: boolean; fuzzyThreshold?: number; excluded?: ReadonlyMap<number, unknown> },
 ): { exact: Annotation[]; fuzzy: Annotation[] } {
+  const messages = asList<CceMessage>(given);
   const input = analysisInput(messages, toRoleSet(preserveRoles), CCE_MIN_CHARS);
   const excluded = new Uint8Array(messages.length);
   for (const key of passes.excluded?.keys() ?? []) {
@@ -130,6 +156,8 @@ function run(
       recencyStart: clampRecencyStart(recencyStart, messages.length),
       exact: passes.exact,
       fuzzyThreshold: passes.fuzzyThreshold,
+      // Bug-compatible by contract: CCE's `a -dup-> c -near-dup-> d` chains stay.
+      visibleTargets: false,
     }),
   );
 }
@@ -158,7 +186,7 @@ export function analyzeFuzzyDuplicates(
   threshold = 0.85,
 ): Map<number, DedupAnnotation> {
   const excluded = exactAnnotations instanceof Map ? exactAnnotations : new Map<number, unknown>();
-  return toMap(run(messages, recencyStart, preserveRoles, { exact: false, fuzzyThreshold: Number(threshold), excluded }).fuzzy);
+  return toMap(run(messages, recencyStart, preserveRoles, { exact: false, fuzzyThreshold: toThreshold(threshold, 'threshold'), excluded }).fuzzy);
 }
 
 /** CCE's summary id: djb2 over the id's UTF-16 units, base 36 (non-string ids hash nothing). */
@@ -187,7 +215,8 @@ function provenance(original: CceMessage, version: number): CceOriginal {
  * CCE's tags with `metadata._cce_original` provenance, so CCE's `uncompress()` restores them.
  * Every other message is returned untouched (no summarization happens here).
  */
-export function dedupe<M extends CceMessage>(messages: readonly M[], options: CceDedupeOptions = {}): CceDedupeResult<M> {
+export function dedupe<M extends CceMessage>(given: readonly M[], options: CceDedupeOptions = {}): CceDedupeResult<M> {
+  const messages = asList<M>(given);
   const {
     dedup = true,
     fuzzyDedup = false,
@@ -199,7 +228,9 @@ export function dedupe<M extends CceMessage>(messages: readonly M[], options: Cc
   } = options;
   const n = messages.length;
   const recencyStart = recencyStartOf(n, recencyWindow);
-  const passes = fuzzyDedup ? { exact: dedup, fuzzyThreshold } : { exact: dedup };
+  // CCE reads the switches for their truthiness and the threshold in a comparison: coerce the
+  // same way, so the native call only ever sees a boolean and a number.
+  const passes = fuzzyDedup ? { exact: Boolean(dedup), fuzzyThreshold: toThreshold(fuzzyThreshold, 'options.fuzzyThreshold') } : { exact: Boolean(dedup) };
   const { exact, fuzzy } = dedup || fuzzyDedup ? run(messages, recencyStart, preserve, passes) : { exact: [], fuzzy: [] };
 
   const out = messages.slice();
@@ -233,8 +264,8 @@ export function dedupe<M extends CceMessage>(messages: readonly M[], options: Cc
     });
   }
   for (let i = 0; i < n; i++) {
-    const before = (messages[i] as CceMessage).content;
-    const after = (out[i] as CceMessage).content;
+    const before = (messages[i] as CceMessage | null | undefined)?.content;
+    const after = (out[i] as CceMessage | null | undefined)?.content;
     stats.original_chars += typeof before === 'string' ? before.length : 0;
     stats.compressed_chars += typeof after === 'string' ? after.length : 0;
   }

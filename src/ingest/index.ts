@@ -19,7 +19,7 @@
  * @module
  */
 import { randomUUID } from 'node:crypto';
-import { describe, expectArray, expectObject, expectOptions, optionalNumber, rangeError, typeError } from '../errors.js';
+import { describe, expectArray, expectObject, expectOptions, optionalNumber, rangeError, show, typeError } from '../errors.js';
 import { DEFAULT_ASYNC_THRESHOLD, hashBatch, type Hashing } from './hash.js';
 import { DEFAULT_NEAR_WINDOW_MAX_CHARS, NearWindows, nearOption, type NearCandidate, type NearDuplicateOptions, type NearSettings } from './near.js';
 import type { SqliteStoreOptions } from './sqlite-store.js';
@@ -111,8 +111,9 @@ export interface NamespaceOptions {
 /** Options of {@link IngestIndex.open}. */
 export interface IngestIndexOptions {
   /**
-   * `memory`, `sqlite:<path>` (embedded, durable; the default is `sqlite:./ctxdedup-ingest.sqlite`),
-   * `redis://host:port[/db]` (shared between instances), or an {@link IngestStore} instance.
+   * `memory`, `sqlite:<path>` (embedded, durable; the default is `sqlite:./ctxdedup-ingest.sqlite`;
+   * the path must name a file, not `:memory:`), `redis://host:port[/db]` (shared between
+   * instances), or an {@link IngestStore} instance.
    */
   store?: string | IngestStore;
   /** Default TTL for every namespace (see {@link NamespaceOptions.ttlSeconds}). */
@@ -192,7 +193,8 @@ export class IngestIndex {
 
   /**
    * Validates the options and opens the store.
-   * @throws TypeError / RangeError naming the bad option; Error if the store cannot be opened.
+   * @throws TypeError / RangeError naming the bad option; Error if the store cannot be opened
+   *   (for `sqlite:<path>`, naming the file, with SQLite's own error as `cause`).
    */
   static async open(options: IngestIndexOptions = {}): Promise<IngestIndex> {
     expectOptions(options);
@@ -212,7 +214,7 @@ export class IngestIndex {
     optionalNumber(options.maxBatchItems, 'options.maxBatchItems', 0, { min: 1, integer: true });
     optionalNumber(options.asyncThreshold, 'options.asyncThreshold', 0, { min: 0 });
     if (options.hashing !== undefined && options.hashing !== 'native' && options.hashing !== 'js') {
-      typeError('options.hashing', `must be 'native' or 'js', got ${JSON.stringify(options.hashing)}`);
+      typeError('options.hashing', `must be 'native' or 'js', got ${show(options.hashing)}`);
     }
     if (options.sqlite !== undefined) {
       expectObject(options.sqlite, 'options.sqlite');

@@ -39,6 +39,7 @@
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
+import { describe, rangeError, typeError } from '../errors.js';
 import type { ClaimOptions, ClaimRequest, IngestStore } from './store.js';
 
 /**
@@ -60,6 +61,18 @@ const TABLE_V2 = (name: string): string => `
   ) WITHOUT ROWID;`;
 const EXPIRY_INDEX = 'CREATE INDEX ctxdedup_ingest_expiry ON ctxdedup_ingest (expires_ms) WHERE expires_ms IS NOT NULL;';
 
+/** Our own refusal of a file (newer schema): passed on as it is, not wrapped as an open error. */
+class SchemaError extends Error {}
+
+/** An error from opening `path`, naming it, with the driver's error as `cause` (and its `code`). */
+function openError(path: string, error: unknown): Error {
+  if (error instanceof SchemaError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  const wrapped = new Error(`ctxdedup: cannot open the SQLite ingest store ${JSON.stringify(path)}: ${message}`, { cause: error });
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? Object.assign(wrapped, { code }) : wrapped;
+}
+
 /**
  * Creates the schema, or upgrades an older one, under the write lock (so two processes opening
  * the same file at once do it once).
@@ -69,7 +82,7 @@ function migrate(db: Database.Database, path: string): void {
   db.transaction(() => {
     const version = db.pragma('user_version', { simple: true }) as number;
     if (version > SQLITE_SCHEMA_VERSION) {
-      throw new Error(`ctxdedup: ${path} has ingest schema ${version}, newer than this version supports (${SQLITE_SCHEMA_VERSION})`);
+      throw new SchemaError(`ctxdedup: ${path} has ingest schema ${version}, newer than this version supports (${SQLITE_SCHEMA_VERSION})`);
     }
     if (version === SQLITE_SCHEMA_VERSION) return;
     const v1 = version === 1 && db.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'ctxdedup_ingest'").get() !== undefined;
@@ -252,13 +265,25 @@ export class SqliteStore implements IngestStore {
   /**
    * Opens (creating if needed) the file and starts the claim worker. Prefer
    * {@link SqliteStore.open}, which also waits until the worker has opened the file.
-   * @throws Error if the file cannot be opened or has a newer schema.
+   * @throws TypeError if `path` is not a non-empty string; RangeError for `':memory:'` (the worker
+   *   threads need a file they can open too: use the `memory` store instead).
+   * @throws Error naming the file (the driver's error as `cause`) if it cannot be opened or is not
+   *   a database, or if it has a newer schema.
    */
   constructor(path: string, options: SqliteStoreOptions = {}) {
+    if (typeof path !== 'string' || path === '') {
+      typeError('path', `must be a file path, got ${path === '' ? 'an empty string' : describe(path)}`);
+    }
+    if (path === ':memory:') rangeError('path', "must be a file: an in-memory database (':memory:') cannot be shared with the claim worker; use the 'memory' store");
     this.path = path;
     this.synchronous = options.synchronous ?? 'full';
     const busyTimeoutMs = Math.trunc(options.busyTimeoutMs ?? 5000);
-    const db = new Database(path);
+    let db: Database.Database;
+    try {
+      db = new Database(path);
+    } catch (error) {
+      throw openError(path, error);
+    }
     this.#db = db;
     try {
       db.pragma('journal_mode = WAL');
@@ -266,7 +291,7 @@ export class SqliteStore implements IngestStore {
       migrate(db, path);
     } catch (error) {
       db.close();
-      throw error;
+      throw openError(path, error);
     }
     const workerData = {
       driver: createRequire(import.meta.url).resolve('better-sqlite3'),
@@ -290,7 +315,7 @@ export class SqliteStore implements IngestStore {
         else this.#settle(reply);
       });
       worker.once('error', (error: Error) => {
-        const failure = new Error(`ctxdedup: the SQLite store's worker failed: ${error.message}`);
+        const failure = new Error(`ctxdedup: the SQLite ingest store ${JSON.stringify(path)}: its worker failed: ${error.message}`, { cause: error });
         this.#fail(failure);
         reject(failure);
       });

@@ -27,16 +27,29 @@
  * checked with a `get` first; writes from one store instance are serialized so that the check and
  * the write cannot interleave with another write of the same instance (there is no such guarantee
  * across processes: Chroma has no transactions).
+ *
+ * The deduplicator's audit log ({@link ChromaMemoryStore.audit}) lives on the same server, in a
+ * companion collection (`<collection>-audit` by default): one record per entry, id = the entry's
+ * sequence number, holding the audited memory as above plus the entry's fields (`ctxdedup_seq`,
+ * `ctxdedup_at`, `ctxdedup_action`, `ctxdedup_memory_id`, `ctxdedup_replaced_by`,
+ * `ctxdedup_similarity` with `ctxdedup_has_similarity`, `ctxdedup_undone`). So history and `undo`
+ * survive the process, as with the SQLite store.
  * @module
  */
+import { randomUUID } from 'node:crypto';
 import type { ChromaClient, Collection, EmbeddingFunction, Metadata } from 'chromadb';
+import type { AuditEntry, AuditLog, AuditRecord } from './audit.js';
 import type { MemoryStore, NearestMemory, StoredMemory } from './store.js';
+import { show } from '../errors.js';
 
 /** Where {@link ChromaMemoryStore.connect} goes when no URL is given (Chroma's default port). */
 export const DEFAULT_CHROMA_URL = 'http://127.0.0.1:8000';
 
 /** The collection {@link ChromaMemoryStore.connect} uses when none is given. */
 export const DEFAULT_CHROMA_COLLECTION = 'ctxdedup-memories';
+
+/** Appended to the collection's name to name its audit collection, unless `auditCollection` is given. */
+export const CHROMA_AUDIT_SUFFIX = '-audit';
 
 /** Options of {@link ChromaMemoryStore.connect}. */
 export interface ChromaMemoryStoreOptions {
@@ -47,6 +60,11 @@ export interface ChromaMemoryStoreOptions {
    * digit). Created with cosine space if missing. Default {@link DEFAULT_CHROMA_COLLECTION}.
    */
   collection?: string | undefined;
+  /**
+   * The collection that holds the deduplicator's audit log (same naming rules). Created if
+   * missing. Default: the collection's name followed by {@link CHROMA_AUDIT_SUFFIX}.
+   */
+  auditCollection?: string | undefined;
   /** Chroma tenant; the server's default tenant when absent. */
   tenant?: string | undefined;
   /** Chroma database; the server's default database when absent. */
@@ -95,15 +113,18 @@ export class ChromaMemoryStore implements MemoryStore {
   readonly url: string;
   /** The collection's name. */
   readonly collectionName: string;
+  /** The audit log, in the companion collection on the same server. */
+  readonly audit: AuditLog;
   #collection: Collection;
   #closed = false;
   /** Tail of the chain that serializes this instance's writes (check, then write). */
   #writes: Promise<unknown> = Promise.resolve();
 
-  private constructor(url: string, collection: Collection) {
+  private constructor(url: string, collection: Collection, auditCollection: Collection) {
     this.url = url;
     this.collectionName = collection.name;
     this.#collection = collection;
+    this.audit = new ChromaAuditLog(url, auditCollection, () => this.#checkOpen(), (op, write) => this.#exclusive(op, write));
   }
 
   /**
@@ -118,6 +139,9 @@ export class ChromaMemoryStore implements MemoryStore {
     const name = options.collection ?? DEFAULT_CHROMA_COLLECTION;
     if (typeof url !== 'string') throw new TypeError('options.url must be a string');
     if (typeof name !== 'string') throw new TypeError('options.collection must be a string');
+    const auditName = options.auditCollection ?? `${name}${CHROMA_AUDIT_SUFFIX}`;
+    if (typeof auditName !== 'string') throw new TypeError('options.auditCollection must be a string');
+    if (auditName === name) throw new RangeError('options.auditCollection must differ from options.collection');
     const { host, port, ssl } = parseServerUrl(url);
     // Loaded on first use so that importing ctxdedup does not load the Chroma client.
     const { ChromaClient: Client } = await import('chromadb');
@@ -148,7 +172,13 @@ export class ChromaMemoryStore implements MemoryStore {
           `not 'cosine'; use another collection name`,
       );
     }
-    return new ChromaMemoryStore(url, collection);
+    let auditCollection: Collection;
+    try {
+      auditCollection = await client.getOrCreateCollection({ name: auditName, configuration: { hnsw: { space: 'cosine' } }, embeddingFunction: NO_EMBEDDING });
+    } catch (error) {
+      throw storeError(url, auditName, 'connect', error);
+    }
+    return new ChromaMemoryStore(url, collection, auditCollection);
   }
 
   async add(memory: StoredMemory): Promise<void> {
@@ -199,7 +229,7 @@ export class ChromaMemoryStore implements MemoryStore {
 
   async nearest(vector: Float32Array, k: number): Promise<NearestMemory[]> {
     expectVector(vector, 'vector');
-    if (typeof k !== 'number' || !Number.isInteger(k) || k < 0) throw new RangeError(`k must be a non-negative integer, got ${String(k)}`);
+    if (typeof k !== 'number' || !Number.isInteger(k) || k < 0) throw new RangeError(`k must be a non-negative integer, got ${show(k)}`);
     this.#checkOpen();
     if (k === 0) return [];
     const query = Array.from(vector);
@@ -258,7 +288,7 @@ export class ChromaMemoryStore implements MemoryStore {
     return found;
   }
 
-  /** Runs a write after every earlier write of this instance has settled. */
+  /** Runs a write after every earlier write of this instance (audit log included) has settled. */
   #exclusive<T>(op: string, write: () => Promise<T>): Promise<T> {
     this.#checkOpen();
     const run = this.#writes.then(() => this.#call(op, write));
@@ -285,6 +315,150 @@ export class ChromaMemoryStore implements MemoryStore {
   }
 }
 
+/** Metadata keys of an audit record, beside those of the audited memory. */
+const AUDIT_SEQ_KEY = 'ctxdedup_seq';
+const AUDIT_AT_KEY = 'ctxdedup_at';
+const AUDIT_ACTION_KEY = 'ctxdedup_action';
+const AUDIT_MEMORY_ID_KEY = 'ctxdedup_memory_id';
+const AUDIT_REPLACED_BY_KEY = 'ctxdedup_replaced_by';
+const AUDIT_SIMILARITY_KEY = 'ctxdedup_similarity';
+const AUDIT_HAS_SIMILARITY_KEY = 'ctxdedup_has_similarity';
+const AUDIT_UNDONE_KEY = 'ctxdedup_undone';
+/** A random token per record, to tell whether an add took effect (Chroma ignores one of an existing id). */
+const AUDIT_NONCE_KEY = 'ctxdedup_nonce';
+
+/**
+ * The audit log of a {@link ChromaMemoryStore}, in its companion collection. Sequence numbers
+ * continue from the largest one in the collection; one instance's writes are serialized with the
+ * store's (like the store, it has no transaction across processes: two processes recording at
+ * the same moment may race for one number, and the later one then takes the next).
+ */
+class ChromaAuditLog implements AuditLog {
+  readonly #url: string;
+  readonly #collection: Collection;
+  readonly #checkOpen: () => void;
+  readonly #exclusive: <T>(op: string, write: () => Promise<T>) => Promise<T>;
+  /** The next sequence number to try; read from the collection once, on the first record. */
+  #next: number | undefined;
+
+  constructor(url: string, collection: Collection, checkOpen: () => void, exclusive: <T>(op: string, write: () => Promise<T>) => Promise<T>) {
+    this.#url = url;
+    this.#collection = collection;
+    this.#checkOpen = checkOpen;
+    this.#exclusive = exclusive;
+  }
+
+  async record(entry: AuditRecord): Promise<AuditEntry> {
+    const record = toRecord(entry.memory, 'entry.memory');
+    if (typeof entry.at !== 'number' || !Number.isFinite(entry.at)) throw new TypeError(`entry.at must be a finite number, got ${String(entry.at)}`);
+    if (entry.similarity !== null && (typeof entry.similarity !== 'number' || !Number.isFinite(entry.similarity))) {
+      throw new TypeError(`entry.similarity must be a finite number or null, got ${String(entry.similarity)}`);
+    }
+    expectId(entry.replacedBy, 'entry.replacedBy');
+    return this.#exclusive('audit record', async () => {
+      // Chroma ignores an add of an existing id: take a number nobody has, checked just before
+      // (another process may have taken some since this one last looked).
+      this.#next ??= (await this.#lastSeq()) + 1;
+      const nonce = randomUUID();
+      for (let seq = this.#next; ; seq++) {
+        const id = String(seq);
+        const existing = await this.#collection.get({ ids: [id], include: [] });
+        if (existing.ids.length > 0) continue;
+        const metadata: Metadata = {
+          ...record.metadata,
+          [AUDIT_SEQ_KEY]: seq,
+          [AUDIT_AT_KEY]: entry.at,
+          [AUDIT_ACTION_KEY]: entry.action,
+          [AUDIT_MEMORY_ID_KEY]: record.id,
+          [AUDIT_REPLACED_BY_KEY]: entry.replacedBy,
+          [AUDIT_SIMILARITY_KEY]: entry.similarity ?? 0,
+          [AUDIT_HAS_SIMILARITY_KEY]: entry.similarity !== null,
+          [AUDIT_UNDONE_KEY]: false,
+          [AUDIT_NONCE_KEY]: nonce,
+        };
+        await this.#collection.add({ ids: [id], embeddings: [record.embedding], documents: [record.document], metadatas: [metadata] });
+        // Another process may have added this id between the check and the add: then ours was
+        // ignored, and the entry goes to the next number.
+        const written = await this.#collection.get({ ids: [id], include: ['metadatas'] });
+        if (written.metadatas[0]?.[AUDIT_NONCE_KEY] !== nonce) continue;
+        this.#next = seq + 1;
+        return { ...entry, memory: { ...entry.memory, embedding: entry.memory.embedding.slice() }, seq, undone: false };
+      }
+    });
+  }
+
+  async list(): Promise<AuditEntry[]> {
+    this.#checkOpen();
+    try {
+      const entries: AuditEntry[] = [];
+      for (let offset = 0; ; offset += PAGE_SIZE) {
+        const page = await this.#collection.get({ limit: PAGE_SIZE, offset, include: ['embeddings', 'documents', 'metadatas'] });
+        for (let i = 0; i < page.ids.length; i++) entries.push(fromAuditRecord(page, i));
+        if (page.ids.length < PAGE_SIZE) break;
+      }
+      return entries.sort((a, b) => a.seq - b.seq);
+    } catch (error) {
+      if (error instanceof StoreError) throw error;
+      throw storeError(this.#url, this.#collection.name, 'audit list', error);
+    }
+  }
+
+  async markUndone(seq: number): Promise<void> {
+    if (!Number.isSafeInteger(seq) || seq < 1) throw new RangeError(`seq must be a positive integer, got ${String(seq)}`);
+    await this.#exclusive('audit markUndone', async () => {
+      const id = String(seq);
+      const existing = await this.#collection.get({ ids: [id], include: [] });
+      // Like the other logs, an unknown entry is nothing to mark (and Chroma would ignore it).
+      if (existing.ids.length === 0) return;
+      await this.#collection.update({ ids: [id], metadatas: [{ [AUDIT_UNDONE_KEY]: true }] });
+    });
+  }
+
+  /** The largest sequence number in the collection (0 when empty). */
+  async #lastSeq(): Promise<number> {
+    let last = 0;
+    for (let offset = 0; ; offset += PAGE_SIZE) {
+      const page = await this.#collection.get({ limit: PAGE_SIZE, offset, include: ['metadatas'] });
+      for (const meta of page.metadatas) {
+        const seq = meta?.[AUDIT_SEQ_KEY];
+        if (typeof seq === 'number' && seq > last) last = seq;
+      }
+      if (page.ids.length < PAGE_SIZE) return last;
+    }
+  }
+}
+
+/** Row `i` of a Chroma `get` result of the audit collection as an audit entry. */
+function fromAuditRecord(page: RecordColumns, i: number): AuditEntry {
+  const meta = page.metadatas[i] ?? {};
+  const seq = meta[AUDIT_SEQ_KEY];
+  const at = meta[AUDIT_AT_KEY];
+  const action = meta[AUDIT_ACTION_KEY];
+  const memoryId = meta[AUDIT_MEMORY_ID_KEY];
+  const replacedBy = meta[AUDIT_REPLACED_BY_KEY];
+  const similarity = meta[AUDIT_SIMILARITY_KEY];
+  if (
+    typeof seq !== 'number' ||
+    typeof at !== 'number' ||
+    (action !== 'replaced' && action !== 'merged') ||
+    typeof memoryId !== 'string' ||
+    typeof replacedBy !== 'string' ||
+    typeof similarity !== 'number'
+  ) {
+    throw new StoreError(`ChromaMemoryStore: audit record ${JSON.stringify(page.ids[i])} is not one this store wrote`);
+  }
+  const memory = { ...fromRecord(page, i), id: memoryId };
+  return {
+    seq,
+    at,
+    action,
+    memory,
+    replacedBy,
+    similarity: meta[AUDIT_HAS_SIMILARITY_KEY] === true ? similarity : null,
+    undone: meta[AUDIT_UNDONE_KEY] === true,
+  };
+}
+
 /** One memory in the shape Chroma's client takes. */
 interface ChromaRecord {
   id: string;
@@ -304,7 +478,7 @@ function toRecord(memory: StoredMemory, path: string): ChromaRecord {
   const metadata: Metadata = { [HAS_TIMESTAMP_KEY]: memory.timestamp !== undefined, [METADATA_KEY]: '' };
   if (memory.timestamp !== undefined) {
     if (typeof memory.timestamp !== 'number' || !Number.isFinite(memory.timestamp)) {
-      throw new TypeError(`${path}.timestamp must be a finite number, got ${String(memory.timestamp)}`);
+      throw new TypeError(`${path}.timestamp must be a finite number, got ${show(memory.timestamp)}`);
     }
     metadata[TIMESTAMP_KEY] = memory.timestamp;
   }
@@ -395,7 +569,7 @@ function expectVector(vector: unknown, path: string): asserts vector is Float32A
   if (!(vector instanceof Float32Array)) throw new TypeError(`${path} must be a Float32Array`);
   if (vector.length === 0) throw new RangeError(`${path} is empty`);
   for (let i = 0; i < vector.length; i++) {
-    if (!Number.isFinite(vector[i]!)) throw new RangeError(`${path}[${i}] is ${String(vector[i])}`);
+    if (!Number.isFinite(vector[i]!)) throw new RangeError(`${path}[${i}] is ${show(vector[i])}`);
   }
 }
 

@@ -21,7 +21,7 @@
  * @module
  */
 import { parse } from 'smol-toml';
-import { describe, rangeError, typeError } from '../errors.js';
+import { describe, rangeError, show, typeError } from '../errors.js';
 import type { MemoryStore } from './store.js';
 
 /** Settings read from a memory config file, in API names. */
@@ -96,7 +96,7 @@ export function parseMemoryConfig(toml: string, source = 'config'): MemoryConfig
       case 'embedding': {
         if (!isTable(value)) typeError(path, `must be a table, got ${describe(value)}`);
         const kind = value['kind'] ?? 'hashed';
-        if (kind !== 'hashed') rangeError(`${path}.kind`, `must be "hashed" (the built-in embedder), got ${JSON.stringify(kind)}`);
+        if (kind !== 'hashed') rangeError(`${path}.kind`, `must be "hashed" (the built-in embedder), got ${show(kind)}`);
         const embedding: NonNullable<MemoryConfig['embedding']> = { kind };
         if (value['dim'] !== undefined) {
           const dim = expect<number>(value['dim'], `${path}.dim`, 'number');
@@ -125,6 +125,7 @@ export function parseMemoryConfig(toml: string, source = 'config'): MemoryConfig
  * @throws TypeError for an unknown spec.
  */
 export async function openMemoryStore(spec: string, options: { collection?: string } = {}): Promise<MemoryStore> {
+  if (typeof spec !== 'string') typeError('store', `must be 'sqlite:<path>', 'chroma:<url>' or 'memory', got ${describe(spec)}`);
   if (spec === 'memory') {
     const { InMemoryStore } = await import('./memory-store.js');
     return new InMemoryStore();

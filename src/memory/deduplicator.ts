@@ -4,18 +4,35 @@
  * newer memory replaces the older); between the bounds, a caller-supplied `merge` (usually an LLM
  * call) combines them; below `lowerThreshold` a memory is new.
  *
- * Nothing is ever lost: the surviving (newer or merged) memory is written before anything is
- * deleted, every memory that is deleted or overwritten is first recorded in the audit log, and
- * `undo(id)` puts it back.
+ * Nothing is ever lost: every memory that does not survive verbatim (a stored memory that is
+ * deleted or overwritten, and an incoming memory that is merged or replaced instead of stored as
+ * it is) is first recorded in the audit log, before the store is changed; the surviving (newer or
+ * merged) memory is written before anything is deleted; and `undo(id)` puts a recorded memory back.
  * @module
  */
-import { describe, expectArray, expectObject, expectOptions, optionalBoolean, rangeError, typeError } from '../errors.js';
+import { describe, expectObject, expectOptions, optionalBoolean, rangeError, show, typeError } from '../errors.js';
 import { native } from '../native.js';
 import { type AuditEntry, type AuditLog, InMemoryAuditLog } from './audit.js';
 import { type EmbedFunction, type RecommendedThresholds, hashedEmbedding } from './embedding.js';
 import { buildMergePrompt, oldestFirst } from './prompt.js';
 import type { Memory, MemoryStore, StoredMemory } from './store.js';
-import { copyMemory, validateEmbeddings, validateMemory, validateThreshold } from './validate.js';
+import { copyMemory, validateEmbeddings, validateMemories, validateThreshold } from './validate.js';
+
+/**
+ * How close to a threshold a similarity must come to count as reaching it. Embeddings are stored
+ * as float32, so a pair whose cosine is exactly a threshold in the caller's float64 vectors scores
+ * a little lower once stored (0.9 becomes 0.89999999…): rounding each component to float32 moves a
+ * cosine by at most about 1.2e-7 (twice float32's relative precision, 2^-24), and a store that
+ * normalizes vectors (ChromaDB) adds about as much. So "similarity ≥ threshold" is decided as
+ * `similarity >= threshold - SIMILARITY_TOLERANCE`, at both bounds, at write time and in
+ * {@link MemoryDeduplicator.deduplicateAll}.
+ */
+export const SIMILARITY_TOLERANCE = 1e-6;
+
+/** Whether `similarity` reaches `threshold`, within {@link SIMILARITY_TOLERANCE}. */
+function reaches(similarity: number, threshold: number): boolean {
+  return similarity >= threshold - SIMILARITY_TOLERANCE;
+}
 
 /** What `merge` gets: the memories oldest to newest, and a ready prompt for an LLM. */
 export interface MergeContext {
@@ -61,9 +78,15 @@ export interface MemoryDeduplicatorOptions {
   embed?: EmbedFunction;
   /** Merges memories whose similarity is in [lower, upper). Without it they are kept apart. */
   merge?: MergeFunction;
-  /** Default 0.95, or the embedder's `recommendedThresholds.upper`. */
+  /**
+   * Default 0.95, or the embedder's `recommendedThresholds.upper`. Inclusive, within
+   * {@link SIMILARITY_TOLERANCE} (so that float32 storage cannot move a pair below it).
+   */
   upperThreshold?: number;
-  /** Default 0.90, or the embedder's `recommendedThresholds.lower`. Inclusive. */
+  /**
+   * Default 0.90, or the embedder's `recommendedThresholds.lower`. Inclusive, within
+   * {@link SIMILARITY_TOLERANCE}.
+   */
   lowerThreshold?: number;
   /** When false, every memory is inserted as is. Default true. */
   enabled?: boolean;
@@ -215,7 +238,8 @@ export class MemoryDeduplicator {
 
   /**
    * Writes one memory, deduplicating it against the most similar stored memory.
-   * Rejects (writing nothing) on invalid input or when `embed` fails.
+   * Rejects (writing nothing) on invalid input (including an id the store already holds) or when
+   * `embed` fails.
    */
   async checkAndMerge(memory: Memory): Promise<WriteResult> {
     return (await this.addBatch([memory]))[0]!;
@@ -223,18 +247,28 @@ export class MemoryDeduplicator {
 
   /**
    * Writes several memories in order, each checked against the store, which by then holds the
-   * earlier memories of the batch: so the new memories are compared with each other too. All are
-   * validated and embedded (one `embed` call) before the first write.
+   * earlier memories of the batch: so the new memories are compared with each other too. The
+   * whole batch is validated (each memory, holes included; ids unique within the batch and not
+   * already in the store) and embedded (one `embed` call) before the first write, so bad input
+   * writes nothing and records nothing in the audit log.
+   * @throws TypeError / RangeError naming the offending memory (`memories[2].id "x" is already in
+   *   the store`). A store that fails part-way rejects with its error; the memories written before
+   *   it stay written (and audited as usual).
    */
   async addBatch(memories: readonly Memory[]): Promise<WriteResult[]> {
-    expectArray(memories, 'memories');
-    const clean = memories.map((m, i) => validateMemory(m, `memories[${i}]`));
+    const clean = validateMemories(memories, 'memories');
     const seen = new Set<string>();
-    clean.forEach((m, i) => {
-      if (seen.has(m.id)) rangeError(`memories[${i}].id`, `repeats ${JSON.stringify(m.id)} from earlier in the batch`);
-      seen.add(m.id);
-    });
+    for (let i = 0; i < clean.length; i++) {
+      const id = clean[i]!.id;
+      if (seen.has(id)) rangeError(`memories[${i}].id`, `repeats ${JSON.stringify(id)} from earlier in the batch`);
+      seen.add(id);
+    }
     if (clean.length === 0) return [];
+    // An id the store holds would make its `add` fail after the earlier memories were written.
+    for (let i = 0; i < clean.length; i++) {
+      const id = clean[i]!.id;
+      if ((await this.store.get(id)) !== undefined) rangeError(`memories[${i}].id`, `${JSON.stringify(id)} is already in the store`);
+    }
     const vectors = validateEmbeddings(await this.#embed(clean.map((m) => m.content)), clean.length, undefined);
     const results: WriteResult[] = [];
     for (let i = 0; i < clean.length; i++) results.push(await this.#write({ ...clean[i]!, embedding: vectors[i]! }));
@@ -260,22 +294,22 @@ export class MemoryDeduplicator {
     const check = (decision: WriteDecision, reason: string): void =>
       this.#log({ event: 'dedup_check', id: incoming.id, closestId, similarity, decision, reason }, 'info');
 
-    if (closest === undefined || closest.similarity < this.lowerThreshold) {
+    if (closest === undefined || !reaches(closest.similarity, this.lowerThreshold)) {
       const reason = closest === undefined ? 'the store is empty' : `closest similarity ${closest.similarity} is below ${this.lowerThreshold}`;
       check('insert', reason);
       await this.store.add(incoming);
       return { ...base, decision: 'insert', similarity, closestId, reason };
     }
     const stored = closest.memory;
-    if (closest.similarity < this.upperThreshold && this.#merge === undefined) {
+    if (!reaches(closest.similarity, this.upperThreshold) && this.#merge === undefined) {
       const reason = `similarity ${closest.similarity} is in [${this.lowerThreshold}, ${this.upperThreshold}) but no merge function was given; kept apart`;
       check('insert', reason);
       await this.store.add(incoming);
       return { ...base, decision: 'insert', similarity, closestId, reason };
     }
     const [older, newer] = isNewer(stored, incoming) ? [incoming, stored] : [stored, incoming];
-    if (closest.similarity >= this.upperThreshold) {
-      const reason = `similarity ${closest.similarity} ≥ ${this.upperThreshold}: the newer memory replaces the older`;
+    if (reaches(closest.similarity, this.upperThreshold)) {
+      const reason = `similarity ${closest.similarity} reaches ${this.upperThreshold}: the newer memory replaces the older`;
       check('replace', reason);
       const result = await this.#keepNewer(incoming, older, newer, closest.similarity);
       return { ...base, ...result, decision: 'replace', similarity, closestId, reason };
@@ -288,10 +322,14 @@ export class MemoryDeduplicator {
       return { ...base, ...result, decision: 'replace', similarity, closestId, failure: merged.failure, reason: `${reason}; the merge failed, so the newer memory replaced the older` };
     }
     const result = merged.memory;
-    // Audit first, then write the merged memory, then delete: a crash at any point loses nothing.
+    // Audit first (both inputs: neither survives verbatim), then write the merged memory, then
+    // delete: a crash at any point loses nothing.
     const replaced: string[] = [];
     if (newer === incoming) {
       await this.#record('merged', older, newer.id, closest.similarity);
+      // The merged memory is stored under the incoming id: the incoming text itself is kept only
+      // here (`undo(incoming.id)` writes it back over the merged version).
+      await this.#record('merged', incoming, newer.id, closest.similarity);
       await this.store.add(result);
       await this.store.delete(older.id);
       replaced.push(older.id);
@@ -355,14 +393,16 @@ export class MemoryDeduplicator {
   /**
    * Clusters every stored memory whose similarity reaches `lowerThreshold` (natively, off the
    * main thread) and deduplicates each cluster: all pairs ≥ upper keeps the newest member;
-   * otherwise the members are merged (or left alone without a merge function). `dryRun` reports
-   * exactly the clusters and actions a real run would take, and changes nothing.
+   * otherwise the members are merged (or left alone without a merge function). Both bounds are
+   * decided within {@link SIMILARITY_TOLERANCE}, as at write time. `dryRun` reports exactly the
+   * clusters and actions a real run would take, and changes nothing.
    */
   async deduplicateAll(options: DeduplicateAllOptions = {}): Promise<BatchReport> {
     expectOptions(options);
     const dryRun = optionalBoolean(options.dryRun, 'options.dryRun', false);
     const linkage = options.linkage ?? 'single';
-    if (linkage !== 'single' && linkage !== 'complete') rangeError('options.linkage', `must be 'single' or 'complete', got ${JSON.stringify(linkage)}`);
+    if (typeof linkage !== 'string') typeError('options.linkage', `must be 'single' or 'complete', got ${describe(linkage)}`);
+    if (linkage !== 'single' && linkage !== 'complete') rangeError('options.linkage', `must be 'single' or 'complete', got ${show(linkage)}`);
     const all = (await this.store.list()).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     const report: BatchReport = {
       dryRun,
@@ -381,13 +421,13 @@ export class MemoryDeduplicator {
       if (m.embedding.length !== dim) rangeError(`store memory ${JSON.stringify(m.id)}`, `has ${m.embedding.length} dimensions, others have ${dim}`);
       matrix.set(m.embedding, i * dim);
     });
-    const found = await native.cosineClustersAsync(matrix, dim, this.lowerThreshold, linkage === 'complete');
+    const found = await native.cosineClustersAsync(matrix, dim, this.lowerThreshold - SIMILARITY_TOLERANCE, linkage === 'complete');
     for (let c = 0; c + 1 < found.offsets.length; c++) {
       const members = oldestFirst(Array.from(found.members.subarray(found.offsets[c]!, found.offsets[c + 1]!), (i) => all[i]!));
       const minSimilarity = found.minSimilarity[c]!;
       const newest = members[members.length - 1]!;
       const others = members.slice(0, -1).map((m) => m.id);
-      const action: ClusterAction = minSimilarity >= this.upperThreshold ? 'keep_newest' : this.#merge ? 'merge' : 'skip';
+      const action: ClusterAction = reaches(minSimilarity, this.upperThreshold) ? 'keep_newest' : this.#merge ? 'merge' : 'skip';
       const cluster: ClusterReport = {
         members: members.map((m) => ({ id: m.id, content: m.content, ...(m.timestamp === undefined ? {} : { timestamp: m.timestamp }) })),
         minSimilarity,
@@ -429,8 +469,10 @@ export class MemoryDeduplicator {
 
   /**
    * Restores the most recent audited version of memory `id` that has not been restored yet:
-   * re-added if it was deleted, or written back over the merged version if it was overwritten.
-   * The memory that absorbed it is left as is. Rejects if there is nothing to restore.
+   * re-added if it was deleted, or written back over what is stored under its id now (the merged
+   * version, when a merge was stored under this id; the other memories of that merge stay in the
+   * audit log, each restorable by its own id). Memories stored under other ids are left as is.
+   * Rejects if there is nothing to restore.
    */
   async undo(id: string): Promise<Memory> {
     if (typeof id !== 'string') typeError('id', `must be a string, got ${describe(id)}`);

@@ -3,7 +3,7 @@
  * character-trigram features, computed natively).
  * @module
  */
-import { optionalNumber } from '../errors.js';
+import { describe, expectArray, expectOptions, optionalNumber, typeError } from '../errors.js';
 import { native } from '../native.js';
 
 /** Any async text embedder, e.g. a call to an embeddings API or a local sentence model. */
@@ -40,10 +40,17 @@ export const HASHED_EMBEDDING_THRESHOLDS: RecommendedThresholds = Object.freeze(
  * `crates/ctxdedup-core/src/hashed_embedding.rs` for the exact features). Deterministic and fast,
  * but lexical: it scores rewordings that share few words as dissimilar. Pass a neural sentence
  * embedder in production; use this for tests, offline tools and as a fallback.
+ * @throws TypeError / RangeError for bad options; the returned function rejects with a TypeError
+ *   naming the offending text (`texts[1] must be a string`).
  */
 export function hashedEmbedding(options: HashedEmbeddingOptions = {}): CalibratedEmbedFunction {
+  expectOptions(options);
   const dim = optionalNumber(options.dim, 'options.dim', 512, { min: 1, max: 65536, integer: true });
   const embed = async (texts: string[]): Promise<Float32Array[]> => {
+    expectArray(texts, 'texts');
+    for (let i = 0; i < texts.length; i++) {
+      if (typeof texts[i] !== 'string') typeError(`texts[${i}]`, `must be a string, got ${describe(texts[i])}`);
+    }
     const flat = texts.length >= 256 ? await native.embedHashedNgramsAsync(texts, dim) : native.embedHashedNgrams(texts, dim);
     return Array.from({ length: texts.length }, (_, i) => flat.subarray(i * dim, (i + 1) * dim));
   };

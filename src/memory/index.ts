@@ -20,6 +20,7 @@ export { buildMergePrompt } from './prompt.js';
 export { parseMemoryConfig, openMemoryStore, type MemoryConfig } from './config.js';
 export {
   MemoryDeduplicator,
+  SIMILARITY_TOLERANCE,
   type MemoryDeduplicatorOptions,
   type MergeFunction,
   type MergeContext,

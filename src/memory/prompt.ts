@@ -3,6 +3,7 @@
  * @module
  */
 import type { Memory } from './store.js';
+import { validateMemories } from './validate.js';
 
 /** Memories oldest first; those without a timestamp first, ties kept in input order. */
 export function oldestFirst<M extends Memory>(memories: readonly M[]): M[] {
@@ -28,15 +29,18 @@ function speakerOf(memory: Memory): string | undefined {
  * it. The memories are listed oldest to newest with their timestamps (and speaker, when the
  * metadata names one as `speaker`, `author`, `user` or `source`). The model is asked to answer
  * with the merged memory text only.
+ * @throws TypeError / RangeError naming the offending memory (`memories[2].content must be a
+ *   string`), holes included; a timestamp must be a valid `Date` (|t| ≤ 8.64e15 ms).
  */
 export function buildMergePrompt(memories: readonly Memory[]): string {
-  const listed = oldestFirst(memories).map((m, i) => {
+  const clean = validateMemories(memories, 'memories');
+  const listed = oldestFirst(clean).map((m, i) => {
     const when = m.timestamp === undefined ? 'time unknown' : new Date(m.timestamp).toISOString();
     const speaker = speakerOf(m);
     return `${i + 1}. [${when}${speaker === undefined ? '' : `, said by ${speaker}`}] ${m.content}`;
   });
   return [
-    `The following ${memories.length} memories describe the same fact, listed from oldest to newest.`,
+    `The following ${clean.length} memories describe the same fact, listed from oldest to newest.`,
     'Merge them into one memory. Rules:',
     '- Combine all distinct facts: nothing stated in any memory may be lost.',
     '- When they conflict, prefer the newer memory.',

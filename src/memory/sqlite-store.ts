@@ -10,6 +10,8 @@
  * @module
  */
 import Database from 'better-sqlite3';
+import { describe, typeError } from '../errors.js';
+import { LONE_SURROGATE } from './validate.js';
 import type { AuditEntry, AuditLog, AuditRecord } from './audit.js';
 import type { MemoryStore, NearestMemory, StoredMemory } from './store.js';
 import { VectorIndex } from './vector-index.js';
@@ -52,8 +54,26 @@ function fromRow(row: MemoryRow): StoredMemory {
   return memory;
 }
 
+/**
+ * A memory's columns. SQLite keeps text as UTF-8, so an id or content with a lone surrogate would
+ * come back altered (as U+FFFD): refused instead. (Metadata is JSON text, which escapes them.)
+ */
 function columns(m: StoredMemory): [string, string, number | null, string | null, Buffer] {
+  if (!m.id.isWellFormed()) typeError('memory.id', LONE_SURROGATE);
+  if (!m.content.isWellFormed()) typeError('memory.content', LONE_SURROGATE);
   return [m.id, m.content, m.timestamp ?? null, m.metadata === undefined ? null : JSON.stringify(m.metadata), toBlob(m.embedding)];
+}
+
+/** Our own refusal of a file (newer schema): passed on as it is, not wrapped as an open error. */
+class SchemaError extends Error {}
+
+/** An error from opening `path`, naming it, with the driver's error as `cause` (and its `code`). */
+function openError(path: string, error: unknown): Error {
+  if (error instanceof SchemaError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  const wrapped = new Error(`ctxdedup: cannot open the SQLite memory store ${JSON.stringify(path)}: ${message}`, { cause: error });
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? Object.assign(wrapped, { code }) : wrapped;
 }
 
 /** The embedded {@link MemoryStore}. */
@@ -72,10 +92,25 @@ export class SqliteMemoryStore implements MemoryStore {
     all: Database.Statement<[], MemoryRow>;
   };
 
-  /** Opens (creating if needed) the store in the SQLite file at `path`. */
+  /**
+   * Opens (creating if needed) the store in the SQLite file at `path`. `':memory:'` opens a
+   * database that lives only as long as the store (only when asked for by that name: a missing or
+   * empty path is an error, never a silent temporary database).
+   * @throws TypeError if `path` is not a non-empty string.
+   * @throws Error naming the file (the driver's error as `cause`) if it cannot be opened or is not
+   *   a database, or if its memory schema is newer than this version supports.
+   */
   constructor(path: string) {
+    if (typeof path !== 'string' || path === '') {
+      typeError('path', `must be a file path (or ':memory:' for a database that is never saved), got ${path === '' ? 'an empty string' : describe(path)}`);
+    }
     this.path = path;
-    const db = new Database(path);
+    let db: Database.Database;
+    try {
+      db = new Database(path);
+    } catch (error) {
+      throw openError(path, error);
+    }
     this.#db = db;
     try {
       db.pragma('journal_mode = WAL');
@@ -107,7 +142,7 @@ export class SqliteMemoryStore implements MemoryStore {
       const version = db.prepare('SELECT max(version) AS v FROM ctxdedup_memory_schema').get() as { v: number | null };
       if (version.v === null) db.prepare('INSERT INTO ctxdedup_memory_schema (version) VALUES (?)').run(MEMORY_SCHEMA_VERSION);
       else if (version.v > MEMORY_SCHEMA_VERSION) {
-        throw new Error(`ctxdedup: ${path} has memory schema ${version.v}, newer than this version supports (${MEMORY_SCHEMA_VERSION})`);
+        throw new SchemaError(`ctxdedup: ${path} has memory schema ${version.v}, newer than this version supports (${MEMORY_SCHEMA_VERSION})`);
       }
       this.#stmt = {
         insert: db.prepare('INSERT INTO ctxdedup_memories (id, content, timestamp_ms, metadata, embedding) VALUES (?, ?, ?, ?, ?)'),
@@ -119,7 +154,7 @@ export class SqliteMemoryStore implements MemoryStore {
       for (const row of this.#stmt.all.iterate()) this.#index.set(row.id, fromBlob(row.embedding));
     } catch (error) {
       db.close();
-      throw error;
+      throw openError(path, error);
     }
     this.audit = new SqliteAuditLog(db);
   }
@@ -131,8 +166,9 @@ export class SqliteMemoryStore implements MemoryStore {
   async add(memory: StoredMemory): Promise<void> {
     this.#open();
     this.#index.check(memory.embedding, 'embedding');
+    const row = columns(memory);
     if (this.#stmt.get.get(memory.id) !== undefined) throw new Error(`ctxdedup: memory ${JSON.stringify(memory.id)} already exists`);
-    this.#stmt.insert.run(...columns(memory));
+    this.#stmt.insert.run(...row);
     this.#index.set(memory.id, memory.embedding);
   }
 

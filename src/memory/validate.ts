@@ -3,8 +3,14 @@
  * @internal
  * @module
  */
-import { describe, expectArray, expectObject, rangeError, typeError } from '../errors.js';
+import { describe, expectArray, expectObject, rangeError, show, typeError } from '../errors.js';
 import type { Memory, StoredMemory } from './store.js';
+
+/** The largest |timestamp| a JavaScript `Date` can hold (ms since the epoch): ±100,000,000 days. */
+export const MAX_TIMESTAMP_MS = 8.64e15;
+
+/** The problem text for an id or content that is not well-formed UTF-16. */
+export const LONE_SURROGATE = 'contains a lone surrogate (it has no UTF-8 encoding, so a store cannot keep it exactly)';
 
 /** A deep copy, so that callers and stores never share mutable state. */
 export function copyMemory<M extends Memory>(memory: M): M {
@@ -16,17 +22,26 @@ export function copyMemory<M extends Memory>(memory: M): M {
   return copy;
 }
 
-/** Checks one memory from the caller and returns a clean copy (unknown fields dropped). */
+/**
+ * Checks one memory from the caller and returns a clean copy (unknown fields dropped). A hole in
+ * the caller's array arrives here as `undefined` and is rejected like any other non-object.
+ */
 export function validateMemory(value: unknown, path: string): Memory {
   expectObject(value, path);
   const { id, content, timestamp, metadata } = value;
   if (typeof id !== 'string') typeError(`${path}.id`, `must be a string, got ${describe(id)}`);
   if (id === '') rangeError(`${path}.id`, 'must not be empty');
   if (typeof content !== 'string') typeError(`${path}.content`, `must be a string, got ${describe(content)}`);
+  // A lone surrogate has no UTF-8 encoding: SQLite would give back U+FFFD, Chroma refuses it.
+  if (!id.isWellFormed()) typeError(`${path}.id`, LONE_SURROGATE);
+  if (!content.isWellFormed()) typeError(`${path}.content`, LONE_SURROGATE);
   const memory: Memory = { id, content };
   if (timestamp !== undefined) {
     if (typeof timestamp !== 'number') typeError(`${path}.timestamp`, `must be a number (ms since the epoch), got ${describe(timestamp)}`);
     if (!Number.isFinite(timestamp)) rangeError(`${path}.timestamp`, `must be finite, got ${timestamp}`);
+    if (Math.abs(timestamp) > MAX_TIMESTAMP_MS) {
+      rangeError(`${path}.timestamp`, `must be within ±8.64e15 ms of the epoch (a valid Date), got ${timestamp}`);
+    }
     memory.timestamp = timestamp;
   }
   if (metadata !== undefined) {
@@ -61,12 +76,23 @@ export function validateEmbeddings(value: unknown, count: number, dim: number | 
       const v: unknown = row[j];
       // Checked after the float32 conversion too: 1e39 is finite but overflows to Infinity.
       if (typeof v !== 'number' || !Number.isFinite(vector[j])) {
-        typeError(`${path}[${i}][${j}]`, `must be a finite float32 number, got ${String(v)}`);
+        typeError(`${path}[${i}][${j}]`, `must be a finite float32 number, got ${show(v)}`);
       }
     }
     vectors.push(vector);
   }
   return vectors;
+}
+
+/**
+ * Checks every memory of a caller's array (index loop: holes are `undefined`, not skipped) and
+ * returns clean copies.
+ */
+export function validateMemories(value: unknown, path: string): Memory[] {
+  expectArray(value, path);
+  const clean = new Array<Memory>(value.length);
+  for (let i = 0; i < value.length; i++) clean[i] = validateMemory(value[i], `${path}[${i}]`);
+  return clean;
 }
 
 /** Validates a threshold in [0, 1]. */

@@ -12,12 +12,17 @@
  * - `GET /healthz` (never authenticated), `GET /metrics` (Prometheus text).
  *
  * With a token, every route but `/healthz` needs `Authorization: Bearer <token>` (401 otherwise).
- * Bodies over `maxBody` bytes get 413. Errors are `{ error, code }` JSON.
+ * Without one, the server listens only on a loopback address unless `allowUnauthenticated` is set.
+ * Bodies over `maxBody` bytes get 413; a body that is not valid UTF-8 gets 400 naming the item (and
+ * the NDJSON line): it is never decoded with replacement characters. A request whose headers take
+ * longer than `headersTimeoutMs`, or that is not complete (headers and body) within
+ * `bodyTimeoutMs`, gets 408 and its connection is closed. Errors are `{ error, code }` JSON.
  * @module
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { isIPv4 } from 'node:net';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { describe } from '../errors.js';
+import { describe, show } from '../errors.js';
 import {
   DEFAULT_STORE,
   IngestIndex,
@@ -30,6 +35,7 @@ import {
 } from '../ingest/index.js';
 import { dedupeMessagesAsync, type DedupeMessagesOptions, type Message } from '../stages/messages.js';
 import { ServerMetrics } from './metrics.js';
+import { decodeStrict, firstInvalidUtf8, invalidUtf8Message, jsonPathAt } from './utf8.js';
 
 /** Options of {@link startServer}. */
 export interface ServerOptions {
@@ -39,8 +45,26 @@ export interface ServerOptions {
   port?: number;
   /** Store spec (`memory`, `sqlite:<path>`, `redis://host:port`) or an open index. Default `sqlite:./ctxdedup-ingest.sqlite`. */
   store?: string | IngestIndex;
-  /** Bearer token; when set, every route but `/healthz` requires it. */
+  /**
+   * Bearer token; when set, every route but `/healthz` requires it. Printable ASCII, not empty, no
+   * leading or trailing whitespace (anything else could never be presented in a header).
+   */
   token?: string;
+  /**
+   * Without a `token`, the server refuses a `host` that is not a loopback address (`127.0.0.0/8`,
+   * `::1`, `localhost`) unless this is `true`. Default false.
+   */
+  allowUnauthenticated?: boolean;
+  /**
+   * A request must arrive in full (headers and body) within this many milliseconds of its first
+   * byte, or it gets 408 and its connection is closed. Default 30 000.
+   */
+  bodyTimeoutMs?: number;
+  /**
+   * The headers of a request must arrive within this many milliseconds of its first byte (408
+   * otherwise). At most `bodyTimeoutMs`. Default 10 000 (or `bodyTimeoutMs` if smaller).
+   */
+  headersTimeoutMs?: number;
   /** Largest accepted request body in bytes. Default 16 MiB. */
   maxBody?: number;
   /** Default TTL of every namespace, in seconds. */
@@ -76,6 +100,34 @@ export interface RunningServer {
 export const DEFAULT_PORT = 8787;
 /** Default body limit (16 MiB). */
 export const DEFAULT_MAX_BODY = 16 * 1024 * 1024;
+/** Default time for a whole request, headers and body (30 s). */
+export const DEFAULT_BODY_TIMEOUT_MS = 30_000;
+/** Default time for the headers of a request (10 s). */
+export const DEFAULT_HEADERS_TIMEOUT_MS = 10_000;
+/** Largest timeout accepted (about 24.8 days, the largest timer delay). */
+export const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+/**
+ * Longest route parameter in characters. Larger than any valid namespace (128 characters, even
+ * percent-encoded), so a too-long namespace gets the index's 400 naming it, not the router's 414.
+ */
+const MAX_PARAM_LENGTH = 16 * 1024;
+
+/** Whether `host` is a loopback address: `127.0.0.0/8`, `::1` or `localhost`. */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.toLowerCase();
+  return h === 'localhost' || h === '::1' || h === '0:0:0:0:0:0:0:1' || (isIPv4(h) && h.startsWith('127.'));
+}
+
+/**
+ * Why `token` cannot be used as a bearer token, or `undefined` if it can: it must be non-empty,
+ * printable ASCII, with no leading or trailing whitespace.
+ */
+export function tokenProblem(token: string): string | undefined {
+  if (token.trim() === '') return token === '' ? 'is empty' : 'is only whitespace';
+  if (token !== token.trim()) return 'starts or ends with whitespace (it could never match an Authorization header)';
+  if (!/^[\x20-\x7e]+$/.test(token)) return 'must be printable ASCII (it could never match an Authorization header)';
+  return undefined;
+}
 
 const NDJSON_TYPES = ['application/x-ndjson', 'application/ndjson', 'application/jsonl', 'application/x-jsonlines'];
 
@@ -113,6 +165,36 @@ function parseNdjson(text: string): NdjsonBody {
   return { ndjson: true, items, lines };
 }
 
+/**
+ * Parses an NDJSON body decoded strictly. Invalid UTF-8 is a 400 naming the item and line, unless
+ * an earlier line is already malformed (that one is named: errors come in body order).
+ */
+function parseNdjsonBytes(bytes: Buffer): NdjsonBody {
+  const text = decodeStrict(bytes);
+  if (text !== undefined) return parseNdjson(text);
+  const bad = firstInvalidUtf8(bytes);
+  const lineStart = bytes.lastIndexOf(0x0a, bad) + 1; // 0x0A never occurs inside a UTF-8 sequence
+  let lineEnd = bytes.indexOf(0x0a, bad);
+  if (lineEnd < 0) lineEnd = bytes.length;
+  // The lines before are valid UTF-8: parse them first, so an earlier error wins and items are counted.
+  const before = parseNdjson(bytes.subarray(0, lineStart).toString('utf8'));
+  let line = 1;
+  for (let i = 0; i < lineStart; i++) if (bytes[i] === 0x0a) line++;
+  // The line's own path: `[2]` for a root array, `content` for a root object's key, `body` for the root.
+  const location = jsonPathAt(bytes, bad, '', lineStart, lineEnd);
+  const item = `items[${before.items.length}] (line ${line})`;
+  const path = location.path === 'body' ? item : location.path.startsWith('[') ? `${item}${location.path}` : `${item}.${location.path}`;
+  throw new HttpError(400, 'INVALID_UTF8', invalidUtf8Message({ path, inKey: location.inKey }, `byte ${bad - lineStart + 1} of the line`));
+}
+
+/** Decodes a JSON body strictly: invalid UTF-8 is a 400 naming the JSON path of the bad string. */
+function decodeJsonBytes(bytes: Buffer, arrayRoot: string): string {
+  const text = decodeStrict(bytes);
+  if (text !== undefined) return text;
+  const bad = firstInvalidUtf8(bytes);
+  throw new HttpError(400, 'INVALID_UTF8', invalidUtf8Message(jsonPathAt(bytes, bad, arrayRoot), `byte ${bad + 1} of the body`));
+}
+
 function tokenDigest(token: string): Buffer {
   return createHash('sha256').update(token, 'utf8').digest();
 }
@@ -136,11 +218,32 @@ function isValidationError(error: unknown): boolean {
 export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
   const host = options.host ?? '127.0.0.1';
   const port = options.port ?? DEFAULT_PORT;
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new RangeError(`options.port must be an integer in [0, 65535], got ${port}`);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new RangeError(`options.port must be an integer in [0, 65535], got ${show(port)}`);
   const maxBody = options.maxBody ?? DEFAULT_MAX_BODY;
-  if (!Number.isInteger(maxBody) || maxBody < 1) throw new RangeError(`options.maxBody must be a positive integer (bytes), got ${maxBody}`);
-  if (options.token !== undefined && (typeof options.token !== 'string' || options.token === '')) {
-    throw new TypeError(`options.token must be a non-empty string, got ${describe(options.token)}`);
+  if (!Number.isInteger(maxBody) || maxBody < 1) throw new RangeError(`options.maxBody must be a positive integer (bytes), got ${show(maxBody)}`);
+  if (typeof host !== 'string') throw new TypeError(`options.host must be a non-empty string, got ${describe(host)}`);
+  if (host.trim() === '') throw new TypeError('options.host is empty');
+  if (options.token !== undefined) {
+    if (typeof options.token !== 'string') throw new TypeError(`options.token must be a non-empty string, got ${describe(options.token)}`);
+    const problem = tokenProblem(options.token);
+    if (problem !== undefined) throw new TypeError(`options.token ${problem}`);
+  }
+  const allowUnauthenticated = options.allowUnauthenticated ?? false;
+  if (typeof allowUnauthenticated !== 'boolean') {
+    throw new TypeError(`options.allowUnauthenticated must be a boolean, got ${describe(allowUnauthenticated)}`);
+  }
+  if (options.token === undefined && !allowUnauthenticated && !isLoopbackHost(host)) {
+    throw new RangeError(
+      `options.host ${show(host)} is not a loopback address and options.token is not set: anyone who can reach it could write; set options.token, or options.allowUnauthenticated: true`,
+    );
+  }
+  const bodyTimeoutMs = options.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS;
+  if (!Number.isInteger(bodyTimeoutMs) || bodyTimeoutMs < 1 || bodyTimeoutMs > MAX_TIMEOUT_MS) {
+    throw new RangeError(`options.bodyTimeoutMs must be an integer in [1, ${MAX_TIMEOUT_MS}] (milliseconds), got ${String(bodyTimeoutMs)}`);
+  }
+  const headersTimeoutMs = options.headersTimeoutMs ?? Math.min(DEFAULT_HEADERS_TIMEOUT_MS, bodyTimeoutMs);
+  if (!Number.isInteger(headersTimeoutMs) || headersTimeoutMs < 1 || headersTimeoutMs > bodyTimeoutMs) {
+    throw new RangeError(`options.headersTimeoutMs must be an integer in [1, options.bodyTimeoutMs = ${bodyTimeoutMs}] (milliseconds), got ${String(headersTimeoutMs)}`);
   }
   const expected = options.token === undefined ? undefined : tokenDigest(options.token);
 
@@ -161,11 +264,33 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     bodyLimit: maxBody,
     forceCloseConnections: 'idle',
     return503OnClosing: true,
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    // Node answers 408 and closes the connection; it checks its connections at this interval.
+    requestTimeout: bodyTimeoutMs,
+    http: {
+      requestTimeout: bodyTimeoutMs,
+      headersTimeout: headersTimeoutMs,
+      connectionsCheckingInterval: Math.max(10, Math.min(1000, Math.floor(headersTimeoutMs / 4))),
+    },
   });
 
-  app.addContentTypeParser(NDJSON_TYPES, { parseAs: 'string', bodyLimit: maxBody }, (_request, body, done) => {
+  // Bodies are read as bytes and decoded strictly (never with U+FFFD replacements). Plain text is
+  // not accepted (415): no route takes it.
+  app.removeContentTypeParser(['application/json', 'text/plain']);
+  const jsonParser = app.getDefaultJsonParser(app.initialConfig.onProtoPoisoning ?? 'error', app.initialConfig.onConstructorPoisoning ?? 'error');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: maxBody }, (request, body, done) => {
+    let text: string;
     try {
-      done(null, parseNdjson(body as string));
+      text = decodeJsonBytes(body as Buffer, request.routeOptions.url === '/v1/messages/dedupe' ? 'messages' : 'items');
+    } catch (error) {
+      done(error as Error, undefined);
+      return;
+    }
+    jsonParser(request, text, done);
+  });
+  app.addContentTypeParser(NDJSON_TYPES, { parseAs: 'buffer', bodyLimit: maxBody }, (_request, body, done) => {
+    try {
+      done(null, parseNdjsonBytes(body as Buffer));
     } catch (error) {
       done(error as Error, undefined);
     }

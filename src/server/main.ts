@@ -11,7 +11,18 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { setOwn } from '../errors.js';
 import { DEFAULT_STORE } from '../ingest/index.js';
-import { DEFAULT_MAX_BODY, DEFAULT_PORT, startServer, type RunningServer, type ServerOptions } from './index.js';
+import {
+  DEFAULT_BODY_TIMEOUT_MS,
+  DEFAULT_HEADERS_TIMEOUT_MS,
+  DEFAULT_MAX_BODY,
+  DEFAULT_PORT,
+  MAX_TIMEOUT_MS,
+  isLoopbackHost,
+  startServer,
+  tokenProblem,
+  type RunningServer,
+  type ServerOptions,
+} from './index.js';
 
 /** Usage text of `ctxdedup serve`. */
 export const USAGE = `Usage: ctxdedup serve [options]
@@ -23,11 +34,19 @@ Incremental dedup index over HTTP.
   GET  /metrics                   Prometheus text
 
 Options:
-  --host <addr>        interface to listen on (default 127.0.0.1)
+  --host <addr>        interface to listen on (default 127.0.0.1); without a token only a
+                       loopback address (127.0.0.0/8, ::1, localhost) is accepted
   --port <n>           TCP port, 0 for any free one (default ${DEFAULT_PORT})
   --store <spec>       memory | sqlite:<path> | redis://host:port[/db] (default ${DEFAULT_STORE})
-  --token <secret>     require "Authorization: Bearer <secret>" (or set CTXDEDUP_TOKEN)
+  --token <secret>     require "Authorization: Bearer <secret>" (or set CTXDEDUP_TOKEN); an empty
+                       or whitespace-only token is an error, not "no authentication"
+  --allow-unauthenticated
+                       allow a non-loopback --host without a token (anyone who can reach it can write)
   --max-body <size>    largest request body, e.g. 1048576, 512kb, 16mb (default 16mb)
+  --body-timeout <t>   a request (headers and body) must arrive within t, else 408 and the
+                       connection is closed; e.g. 30s, 500ms, 2m (default ${DEFAULT_BODY_TIMEOUT_MS / 1000}s)
+  --headers-timeout <t>
+                       the headers must arrive within t, at most --body-timeout (default ${DEFAULT_HEADERS_TIMEOUT_MS / 1000}s)
   --ttl <seconds>      forget entries after this many seconds (default: never)
   --hashing <mode>     native (default) | js (pure-JS baseline, for benchmarks)
   --sqlite-sync <mode> full (default: an acknowledged item survives power loss) |
@@ -51,6 +70,16 @@ export function parseSize(text: string): number {
   return bytes;
 }
 
+/** Parses a duration flag (`30s`, `500ms`, `2m`; a bare number is seconds) into milliseconds. */
+export function parseDuration(flag: string, text: string): number {
+  const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m)?$/i.exec(text.trim());
+  if (!match) throw new RangeError(`${flag} must be a duration like 30s, 500ms or 2m, got ${JSON.stringify(text)}`);
+  const unit = (match[2] ?? 's').toLowerCase();
+  const ms = Math.round(Number(match[1]) * (unit === 'ms' ? 1 : unit === 's' ? 1000 : 60_000));
+  if (ms < 1 || ms > MAX_TIMEOUT_MS) throw new RangeError(`${flag} must be between 1ms and ${MAX_TIMEOUT_MS}ms, got ${JSON.stringify(text)}`);
+  return ms;
+}
+
 /** Turns `serve` arguments into {@link ServerOptions}. @throws TypeError / RangeError on bad flags. */
 export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): ServerOptions | 'help' {
   const { values } = parseArgs({
@@ -62,7 +91,10 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       port: { type: 'string' },
       store: { type: 'string' },
       token: { type: 'string' },
+      'allow-unauthenticated': { type: 'boolean' },
       'max-body': { type: 'string' },
+      'body-timeout': { type: 'string' },
+      'headers-timeout': { type: 'string' },
       ttl: { type: 'string' },
       hashing: { type: 'string' },
       'sqlite-sync': { type: 'string' },
@@ -74,16 +106,40 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   });
   if (values.help) return 'help';
   const options: ServerOptions = { logger: values.log ?? false };
-  if (values.host !== undefined) options.host = values.host;
+  if (values.host !== undefined) {
+    if (values.host.trim() === '') throw new TypeError('--host is empty: give an address such as 127.0.0.1');
+    options.host = values.host;
+  }
   if (values.port !== undefined) {
     const port = Number(values.port);
     if (!/^\d+$/.test(values.port) || port > 65535) throw new RangeError(`--port must be an integer in [0, 65535], got ${JSON.stringify(values.port)}`);
     options.port = port;
   }
   options.store = values.store ?? env['CTXDEDUP_STORE'] ?? DEFAULT_STORE;
+  // An empty token is a mistake (`--token "$TOKEN"` with $TOKEN unset), never "no authentication".
   const token = values.token ?? env['CTXDEDUP_TOKEN'];
-  if (token !== undefined && token !== '') options.token = token;
+  if (token !== undefined) {
+    const problem = tokenProblem(token);
+    const source = values.token !== undefined ? '--token' : 'CTXDEDUP_TOKEN';
+    if (problem !== undefined) throw new TypeError(`${source} ${problem}: give a secret, or leave it out to serve unauthenticated on loopback only`);
+    options.token = token;
+  }
+  if (values['allow-unauthenticated']) options.allowUnauthenticated = true;
+  const host = options.host ?? '127.0.0.1';
+  if (options.token === undefined && !options.allowUnauthenticated && !isLoopbackHost(host)) {
+    throw new TypeError(
+      `--host ${host} is not a loopback address and no --token (or CTXDEDUP_TOKEN) is given: anyone who can reach it could write; give a token, or --allow-unauthenticated`,
+    );
+  }
   options.maxBody = values['max-body'] === undefined ? DEFAULT_MAX_BODY : parseSize(values['max-body']);
+  if (values['body-timeout'] !== undefined) options.bodyTimeoutMs = parseDuration('--body-timeout', values['body-timeout']);
+  if (values['headers-timeout'] !== undefined) {
+    options.headersTimeoutMs = parseDuration('--headers-timeout', values['headers-timeout']);
+    const body = options.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS;
+    if (options.headersTimeoutMs > body) {
+      throw new RangeError(`--headers-timeout (${options.headersTimeoutMs}ms) must not exceed --body-timeout (${body}ms): the body timeout covers the headers too`);
+    }
+  }
   if (values.ttl !== undefined) {
     const ttl = Number(values.ttl);
     if (!Number.isFinite(ttl) || ttl <= 0) throw new RangeError(`--ttl must be a positive number of seconds, got ${JSON.stringify(values.ttl)}`);
@@ -144,9 +200,13 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<Runn
     process.stdout.write(USAGE);
     return undefined;
   }
-  const loopback = ['127.0.0.1', '::1', 'localhost'].includes(options.host ?? '127.0.0.1');
-  if (!loopback && options.token === undefined) {
-    process.stderr.write(`ctxdedup serve: warning: listening on ${options.host} without --token; anyone who can reach it can write\n`);
+  if (options.token === undefined) {
+    const host = options.host ?? '127.0.0.1';
+    process.stderr.write(
+      isLoopbackHost(host)
+        ? `ctxdedup serve: no --token: requests are not authenticated (listening on loopback ${host} only)\n`
+        : `ctxdedup serve: warning: no --token and --allow-unauthenticated: requests to ${host} are not authenticated; anyone who can reach it can write\n`,
+    );
   }
   let server: RunningServer;
   try {
@@ -157,7 +217,6 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<Runn
     process.exit(1);
   }
   const storeName = typeof options.store === 'string' ? options.store.replace(/\/\/[^@/]*@/, '//***@') : 'custom';
-  process.stdout.write(`ctxdedup serve: listening on ${server.url} (store ${storeName})\n`);
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;
@@ -179,8 +238,10 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<Runn
       },
     );
   };
+  // Handlers first: a supervisor may send SIGTERM as soon as it reads the "listening" line.
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
+  process.stdout.write(`ctxdedup serve: listening on ${server.url} (store ${storeName})\n`);
   return server;
 }
 

@@ -6,7 +6,7 @@
  * keep their input order and are the very objects that came in.
  * @module
  */
-import { describe, expectArray, expectObject, expectOptions, optionalBoolean, rangeError, typeError } from '../errors.js';
+import { describe, expectArray, expectObject, expectOptions, optionalBoolean, rangeError, show, typeError } from '../errors.js';
 import { native } from '../native.js';
 
 /** Anything with a string `content`; other fields ride along untouched. */
@@ -102,7 +102,7 @@ function readOptions(options: DeduplicateOptions | undefined): Required<Deduplic
   expectOptions(options);
   const engine = options?.engine ?? 'auto';
   if (engine !== 'auto' && engine !== 'native' && engine !== 'js') {
-    typeError('options.engine', `must be 'auto', 'native' or 'js', got ${String(engine)}`);
+    typeError('options.engine', `must be 'auto', 'native' or 'js', got ${show(engine)}`);
   }
   return { enabled: optionalBoolean(options?.enabled, 'options.enabled', true), engine };
 }

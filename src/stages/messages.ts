@@ -5,6 +5,12 @@
  * linked by multiset line Jaccard (normalized lines, fingerprint and length-ratio filters) and
  * grouped transitively. One copy of each group stays; the others become short reference tags,
  * and the originals go to a verbatim map so {@link restoreMessages} gives the input back.
+ *
+ * Visible targets: a reference always points at a message that is in the output in full. The
+ * exact pass runs first, and an exact group's kept copy takes part in the fuzzy pass; if it is
+ * then replaced as a near duplicate, its exact copies refer to the near-duplicate group's kept
+ * message instead (as `fuzzy` decisions, with its similarity), never to a tag. `ctxdedup/cce`
+ * keeps context-compression-engine's chains instead.
  * @module
  */
 import {
@@ -16,9 +22,11 @@ import {
   optionalNumber,
   optionalStrings,
   setOwn,
+  show,
   typeError,
 } from '../errors.js';
-import { native, type NativeAnalysis } from '../native.js';
+import { native, type NativeAnalysis, type NativeBlockOptions, type NativeBlocks } from '../native.js';
+import { applyBlocks, type BlockDecision, type BlockOptions, type BlocksMarker, type ResolvedBlockOptions, resolveBlockOptions } from './blocks.js';
 import {
   analysisInput,
   annotations,
@@ -93,14 +101,26 @@ export interface DedupeMessagesOptions {
   skipPrefixes?: string[];
   /** Reference tag wording: templates, or a function that returns the tag. */
   reference?: ReferenceTemplates | ((info: ReferenceInfo) => string);
+  /**
+   * Block dedup (lossless): after the whole-message exact pass, runs of at least `minLines`
+   * lines already sent earlier in the conversation (or above in the same message) become
+   * one-line references; new lines stay verbatim. Requires `keep: 'earliest'`, no `fuzzy` and
+   * no `recencyWindow`, so appending messages never changes bytes already produced. `true`
+   * means the defaults ({@link BlockOptions}). Default `false`.
+   */
+  blocks?: boolean | BlockOptions;
 }
 
-/** Why one message was replaced. */
-export interface MessageDecision {
+/** Why one message was replaced whole. */
+export interface WholeMessageDecision {
   index: number;
   id: string;
+  /**
+   * `exact`: the kept message has the same content. `fuzzy`: a near duplicate of it (also an
+   * exact copy of a message that was itself replaced as a near duplicate of it).
+   */
   kind: 'exact' | 'fuzzy';
-  /** The message kept in full. */
+  /** The message kept in full: never itself replaced, so the reference can be followed in the output. */
   duplicateOfIndex: number;
   duplicateOfId: string;
   /** Fuzzy only: similarity to the kept message. */
@@ -109,6 +129,9 @@ export interface MessageDecision {
   charsAfter: number;
   charsSaved: number;
 }
+
+/** Why a message, or a run of lines in it (`kind: 'block'`), was replaced. */
+export type MessageDecision = WholeMessageDecision | BlockDecision;
 
 /** Totals a UI can show as one card. */
 export interface MessageDedupStats {
@@ -122,6 +145,11 @@ export interface MessageDedupStats {
   charsSaved: number;
   /** Estimate at 4 characters per token. */
   tokensSaved: number;
+  /** Block pass: references written, lines they replaced, characters and o200k tokens saved (net of the references). */
+  blockReferences: number;
+  blockLines: number;
+  blockCharsSaved: number;
+  blockTokensSaved: number;
 }
 
 /** Result of {@link dedupeMessages}. */
@@ -134,12 +162,17 @@ export interface DedupeMessagesResult<M extends Message = Message> {
   stats: MessageDedupStats;
 }
 
-/** Marker left in `metadata` of a replaced message. */
-export interface ReplacementMarker {
+/** Marker left in `metadata` of a message replaced whole. */
+export interface WholeMessageMarker {
   kind: 'exact' | 'fuzzy';
   duplicateOf: string;
   similarity?: number;
+  /** Block mode only: the original message had no `metadata` field ({@link expandMessages} removes it again). */
+  metadataAbsent?: true;
 }
+
+/** Marker left in `metadata.ctxdedup` of a rewritten message. */
+export type ReplacementMarker = WholeMessageMarker | BlocksMarker;
 
 interface Plan {
   messages: Message[];
@@ -148,6 +181,7 @@ interface Plan {
   recencyWindow: number;
   recencyStart: number;
   reference: (info: ReferenceInfo) => string;
+  blocks: ResolvedBlockOptions | undefined;
 }
 
 const CHARS_PER_TOKEN = 4;
@@ -168,9 +202,14 @@ function referenceOf(option: unknown): (info: ReferenceInfo) => string {
     };
   }
   if (option !== undefined) expectObject(option, 'options.reference');
-  const templates = { ...DEFAULT_TEMPLATES, ...(option as ReferenceTemplates | undefined) };
+  const given = (option ?? {}) as Record<string, unknown>;
+  const templates = { ...DEFAULT_TEMPLATES };
   for (const kind of ['exact', 'fuzzy'] as const) {
-    if (typeof templates[kind] !== 'string') typeError(`options.reference.${kind}`, 'must be a string');
+    // An absent or `undefined` template means the default, like every other option.
+    const template = Object.hasOwn(given, kind) ? given[kind] : undefined;
+    if (template === undefined) continue;
+    if (typeof template !== 'string') typeError(`options.reference.${kind}`, `must be a string, got ${describe(template)}`);
+    templates[kind] = template;
   }
   return (info) => fill(templates[info.kind], info);
 }
@@ -185,15 +224,16 @@ function plan(messages: unknown, options: DedupeMessagesOptions | undefined): Pl
     expectObject(m, `messages[${i}]`);
     const id = m['id'];
     if (typeof id !== 'string') typeError(`messages[${i}].id`, `must be a string (it keys the verbatim map), got ${describe(id)}`);
-    if (seen.has(id)) typeError(`messages[${i}].id`, `duplicates an earlier id: ${JSON.stringify(id)}`);
+    if (seen.has(id)) typeError(`messages[${i}].id`, `duplicates an earlier id: ${show(id)}`);
     seen.add(id);
   }
   const keep = o['keep'] ?? 'latest';
-  if (keep !== 'latest' && keep !== 'earliest') typeError('options.keep', `must be 'latest' or 'earliest', got ${String(keep)}`);
+  if (keep !== 'latest' && keep !== 'earliest') typeError('options.keep', `must be 'latest' or 'earliest', got ${show(keep)}`);
   const recencyWindow = optionalNumber(o['recencyWindow'], 'options.recencyWindow', 0, { min: 0, integer: true });
   const minChars = optionalNumber(o['minChars'], 'options.minChars', 200, { min: 0, max: 2 ** 32 - 1, integer: true });
   const threshold = optionalNumber(o['threshold'], 'options.threshold', 0.85, { min: 0, max: 1 });
   const fuzzy = optionalBoolean(o['fuzzy'], 'options.fuzzy', false);
+  const blocks = resolveBlockOptions(o['blocks'], { keep: o['keep'], fuzzy, recencyWindow });
   // A snapshot: the async variant must not see changes the caller makes while it runs.
   const list = (messages as Message[]).slice();
   const recencyStart = recencyStartOf(list.length, recencyWindow);
@@ -211,6 +251,7 @@ function plan(messages: unknown, options: DedupeMessagesOptions | undefined): Pl
     recencyWindow,
     recencyStart,
     reference: referenceOf(o['reference']),
+    blocks,
   };
 }
 
@@ -230,12 +271,13 @@ function apply<M extends Message>(p: Plan, result: NativeAnalysis): DedupeMessag
     const info: ReferenceInfo = { kind, id: original.id, keepId, chars: a.contentLength };
     if (a.similarity !== undefined) info.similarity = a.similarity;
     const tag = p.reference(info);
-    const marker: ReplacementMarker = { kind, duplicateOf: keepId };
+    const marker: WholeMessageMarker = { kind, duplicateOf: keepId };
     if (a.similarity !== undefined) marker.similarity = a.similarity;
+    if (p.blocks !== undefined && original.metadata === undefined) marker.metadataAbsent = true;
     out[a.index] = { ...original, content: tag, metadata: { ...(original.metadata ?? {}), ctxdedup: marker } };
     setOwn(verbatim, original.id, original);
     const charsBefore = (p.input.contents[a.index] as string).length;
-    const decision: MessageDecision = {
+    const decision: WholeMessageDecision = {
       index: a.index,
       id: original.id,
       kind,
@@ -267,8 +309,43 @@ function apply<M extends Message>(p: Plan, result: NativeAnalysis): DedupeMessag
       charsAfter: charsBefore - charsSaved,
       charsSaved,
       tokensSaved: Math.round(charsSaved / CHARS_PER_TOKEN),
+      blockReferences: 0,
+      blockLines: 0,
+      blockCharsSaved: 0,
+      blockTokensSaved: 0,
     },
   };
+}
+
+/** Inputs of the block pass once whole-message replacements are known. */
+function blockInput(p: Plan, replaced: DedupeMessagesResult['decisions']): [Uint8Array, Uint8Array, NativeBlockOptions] {
+  const n = p.messages.length;
+  const source = new Uint8Array(n);
+  const blocked = p.input.blocked.slice();
+  for (let i = 0; i < n; i++) source[i] = typeof (p.messages[i] as Message).content === 'string' ? 1 : 0;
+  for (const d of replaced) {
+    source[d.index] = 0;
+    blocked[d.index] = 1;
+  }
+  const options = { ...(p.blocks as ResolvedBlockOptions), messageMinChars: p.native.minChars, skipPrefixes: p.native.skipPrefixes };
+  return [source, blocked, options];
+}
+
+/** Adds the block pass's rewrites, decisions and totals to a whole-message result. */
+function withBlocks<M extends Message>(p: Plan, result: DedupeMessagesResult<M>, found: NativeBlocks): DedupeMessagesResult<M> {
+  const blocks = applyBlocks(p.messages as M[], result.messages, result.verbatim, found);
+  const decisions: MessageDecision[] = [...result.decisions, ...blocks].sort((a, b) => a.index - b.index);
+  const stats = { ...result.stats };
+  for (const d of blocks) {
+    stats.blockReferences++;
+    stats.blockLines += d.lines.to - d.lines.from + 1;
+    stats.blockCharsSaved += d.charsSaved;
+    stats.blockTokensSaved += d.tokensSaved;
+  }
+  stats.charsSaved += stats.blockCharsSaved;
+  stats.charsAfter -= stats.blockCharsSaved;
+  stats.tokensSaved = Math.round(stats.charsSaved / CHARS_PER_TOKEN);
+  return { ...result, decisions, stats };
 }
 
 /**
@@ -285,7 +362,10 @@ function apply<M extends Message>(p: Plan, result: NativeAnalysis): DedupeMessag
 export function dedupeMessages<M extends Message>(messages: readonly M[], options?: DedupeMessagesOptions): DedupeMessagesResult<M> {
   const p = plan(messages, options);
   const { contents, lengths, blocked } = p.input;
-  return apply<M>(p, native.analyzeMessages(contents, lengths, blocked, new Uint8Array(0), p.native));
+  const result = apply<M>(p, native.analyzeMessages(contents, lengths, blocked, new Uint8Array(0), p.native));
+  if (p.blocks === undefined) return result;
+  const ids = p.messages.map((m) => m.id);
+  return withBlocks(p, result, native.dedupeBlocksSync(contents, ids, ...blockInput(p, result.decisions)));
 }
 
 /**
@@ -310,7 +390,12 @@ export async function dedupeMessagesAsync<M extends Message>(
     units <= ASYNC_MIN_UNITS
       ? native.analyzeMessages(contents, lengths, blocked, new Uint8Array(0), p.native)
       : await native.analyzeMessagesAsync(contents, lengths, blocked, new Uint8Array(0), p.native);
-  return apply<M>(p, result);
+  const whole = apply<M>(p, result);
+  if (p.blocks === undefined) return whole;
+  const ids = p.messages.map((m) => m.id);
+  const input = blockInput(p, whole.decisions);
+  const found = units <= ASYNC_MIN_UNITS ? native.dedupeBlocksSync(contents, ids, ...input) : await native.dedupeBlocksAsync(contents, ids, ...input);
+  return withBlocks(p, whole, found);
 }
 
 /**
@@ -322,9 +407,12 @@ export async function dedupeMessagesAsync<M extends Message>(
 export function restoreMessages<M extends Message>(messages: readonly M[], verbatim: Record<string, M>): M[] {
   expectArray(messages, 'messages');
   expectObject(verbatim, 'verbatim');
-  return messages.map((m) => {
+  // An indexed loop, not map: a hole comes back as `undefined` at its index, not as a hole.
+  const out = new Array<M>(messages.length);
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i] as M;
     const marker = (m as Message | undefined)?.metadata?.['ctxdedup'];
-    if (marker === undefined || typeof m.id !== 'string' || !Object.hasOwn(verbatim, m.id)) return m;
-    return verbatim[m.id] as M;
-  });
+    out[i] = marker === undefined || typeof m.id !== 'string' || !Object.hasOwn(verbatim, m.id) ? m : (verbatim[m.id] as M);
+  }
+  return out;
 }

@@ -19,9 +19,12 @@ export type Source = Record<string, unknown>;
 
 /** Options of {@link dedupeSources}. */
 export interface DedupeSourcesOptions {
-  /** Field holding the credibility score (a finite number; missing counts as 0). Default `credibility_score`. */
+  /**
+   * Field holding the credibility score (a finite number; missing counts as 0). Default
+   * `credibility_score`. Read as an own property only, never from the prototype chain.
+   */
   credibilityField?: string;
-  /** Field holding the URL. Default `url`. */
+  /** Field holding the URL (an own property). Default `url`. */
   urlField?: string;
   /** Group by {@link canonicalizeUrl} of the URL instead of the exact string. Default `false`. */
   canonicalizeUrls?: boolean;
@@ -138,6 +141,11 @@ export function canonicalizeUrl(url: string): string {
   return `${head}${path}${parsed.search}`;
 }
 
+/** `record[key]` if it is an own property, else `undefined` (never the prototype chain). */
+function ownField(record: Record<string, unknown>, key: string): unknown {
+  return Object.hasOwn(record, key) ? record[key] : undefined;
+}
+
 function readField(options: Record<string, unknown>, key: string, fallback: string): string {
   const value = options[key];
   if (value === undefined) return fallback;
@@ -169,23 +177,26 @@ export function dedupeSources<S extends Source>(sources: readonly S[], options?:
   const indices: number[] = [];
   const keys: string[] = [];
   const all = new Float64Array(sources.length);
-  sources.forEach((source, i) => {
+  // An indexed loop, not forEach: a hole is `undefined` at its index and is reported as such.
+  for (let i = 0; i < sources.length; i++) {
+    const source: unknown = sources[i];
     expectObject(source, `sources[${i}]`);
-    const score = source[credibilityField];
+    // Field names come from the caller: read own properties only (`__proto__` is not a field).
+    const score = ownField(source, credibilityField);
     if (score !== undefined) {
       if (typeof score !== 'number') typeError(`sources[${i}].${credibilityField}`, `must be a number, got ${describe(score)}`);
       if (!Number.isFinite(score)) rangeError(`sources[${i}].${credibilityField}`, `must be finite, got ${score}`);
     }
     all[i] = (score as number | undefined) ?? 0;
-    const url = source[urlField];
+    const url = ownField(source, urlField);
     if (url === undefined || url === null || (typeof url === 'string' && url.trim() === '')) {
       pruned.push({ index: i, source: source as S, reason: 'no-url' });
-      return;
+      continue;
     }
     if (typeof url !== 'string') typeError(`sources[${i}].${urlField}`, `must be a string, got ${describe(url)}`);
     indices.push(i);
     keys.push(canonical ? canonicalizeUrl(url) : url);
-  });
+  }
 
   const scores = Float64Array.from(indices, (i) => all[i] as number);
   const survivor = native.scoredSurvivors(keys, scores);
@@ -222,9 +233,11 @@ export function dedupeSources<S extends Source>(sources: readonly S[], options?:
  */
 export function dedupeFindings(findings: readonly string[], options?: DedupeFindingsOptions): DedupeFindingsResult {
   expectArray(findings, 'findings');
-  findings.forEach((f, i) => {
+  // An indexed loop, not forEach: a hole is `undefined` at its index and is reported as such.
+  for (let i = 0; i < findings.length; i++) {
+    const f: unknown = findings[i];
     if (typeof f !== 'string') typeError(`findings[${i}]`, `must be a string, got ${describe(f)}`);
-  });
+  }
   expectOptions(options);
   const o = (options ?? {}) as Record<string, unknown>;
   const minChars = optionalNumber(o['minChars'], 'options.minChars', 20, { min: 0, max: 2 ** 32 - 1, integer: true });
@@ -268,6 +281,13 @@ export function findingKey(paragraph: string): string {
   return native.paragraphKeys([paragraph])[0] as string;
 }
 
+/** A count read from a caller's result object: an integer, at least `min`. */
+function count(value: unknown, path: string, min = 0): number {
+  if (typeof value !== 'number') typeError(path, `must be a number, got ${describe(value)}`);
+  if (!Number.isSafeInteger(value) || value < min) rangeError(path, `must be an integer${min === 0 ? ' >= 0' : ''}, got ${value}`);
+  return value;
+}
+
 function round1(x: number): number {
   return Math.round(x * 10) / 10;
 }
@@ -276,7 +296,10 @@ function round1(x: number): number {
  * The report card of the research dedup stage: findings tokens before and after, and the source
  * and findings counts as labelled items.
  *
- * @throws TypeError if neither result is given or one is not an object.
+ * @throws TypeError if neither result is given, one is not an object, or a count it reads
+ *   (`sources.stats.total`, `unique`, `pruned`; `findings.tokens`, `naiveTokens`, `removed`,
+ *   `tokensSaved`) is not a number; RangeError if such a count is not an integer (or negative,
+ *   except `tokensSaved`).
  */
 export function researchStageReport(results: { sources?: DedupeSourcesResult; findings?: DedupeFindingsResult }): StageReport {
   expectObject(results, 'results');
@@ -285,21 +308,23 @@ export function researchStageReport(results: { sources?: DedupeSourcesResult; fi
   const items: StageReportItem[] = [];
   if (sources !== undefined) {
     expectObject(sources, 'results.sources');
+    const stats: unknown = sources['stats'];
+    expectObject(stats, 'results.sources.stats');
     items.push(
-      { label: 'Sources', value: sources.stats.total },
-      { label: 'Unique sources', value: sources.stats.unique },
-      { label: 'Pruned sources', value: sources.stats.pruned },
+      { label: 'Sources', value: count(stats['total'], 'results.sources.stats.total') },
+      { label: 'Unique sources', value: count(stats['unique'], 'results.sources.stats.unique') },
+      { label: 'Pruned sources', value: count(stats['pruned'], 'results.sources.stats.pruned') },
     );
   }
   let tokens = 0;
   let naiveTokens = 0;
   if (findings !== undefined) {
     expectObject(findings, 'results.findings');
-    tokens = findings.tokens;
-    naiveTokens = findings.naiveTokens;
+    tokens = count(findings['tokens'], 'results.findings.tokens');
+    naiveTokens = count(findings['naiveTokens'], 'results.findings.naiveTokens');
     items.push(
-      { label: 'Duplicate paragraphs removed', value: findings.removed },
-      { label: 'Findings tokens saved', value: findings.tokensSaved },
+      { label: 'Duplicate paragraphs removed', value: count(findings['removed'], 'results.findings.removed') },
+      { label: 'Findings tokens saved', value: count(findings['tokensSaved'], 'results.findings.tokensSaved', -Number.MAX_SAFE_INTEGER) },
     );
   }
   const savedPercent = naiveTokens > 0 ? round1(((naiveTokens - tokens) / naiveTokens) * 100) : 0;

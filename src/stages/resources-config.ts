@@ -95,10 +95,20 @@ export function parseResourceConfig(toml: string, source = 'config'): ResourceDe
 /**
  * Reads ledger settings from a TOML file (synchronously; errors name the file and the key).
  *
- * @throws the errors of {@link parseResourceConfig}, or the file system's if it cannot be read.
+ * @throws the errors of {@link parseResourceConfig}; an `Error` naming the file if it cannot be
+ *   read (missing, a directory, no permission), with the file system's `code` and the original
+ *   error as `cause`.
  * @example new ResourceLedger({ ...loadResourceConfig('agent.toml'), countTokens: 'cl100k_base' })
  */
 export function loadResourceConfig(path: string): ResourceDedupSettings {
   if (typeof path !== 'string') typeError('path', `must be a string, got ${describe(path)}`);
-  return parseResourceConfig(readFileSync(path, 'utf8'), path);
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const reason = code === 'EISDIR' ? 'is a directory, not a TOML file' : `cannot be read: ${(error as Error).message}`;
+    throw Object.assign(new Error(`${path} ${reason}`, { cause: error }), code === undefined ? {} : { code });
+  }
+  return parseResourceConfig(text, path);
 }

@@ -21,7 +21,7 @@
  *    (`turn - t > lookbackTurns`), this new delivery is the one later references point to.
  * @module
  */
-import { describe, expectArray, expectObject, expectOptions, optionalBoolean, optionalNumber, rangeError, typeError } from '../errors.js';
+import { describe, expectArray, expectObject, expectOptions, optionalBoolean, optionalNumber, rangeError, show, typeError } from '../errors.js';
 import { native } from '../native.js';
 import { resolveTokenCounter, type TokenCounter, type TokenCounterOption } from '../tokens.js';
 
@@ -237,11 +237,22 @@ function utf8Length(text: string): number {
   return Buffer.byteLength(text, 'utf8');
 }
 
-/** `original` in words, as `{location}` fills it. */
+/**
+ * `original` in words, as `{location}` fills it.
+ *
+ * @throws TypeError if `location` is not an object, its `kind` is neither `'attachment'` nor
+ *   `'tool'`, or a tool location's `callId` is not a string; RangeError if `turn` is not a
+ *   non-negative integer.
+ */
 export function describeLocation(location: DeliveryLocation): string {
-  return location.kind === 'attachment'
-    ? `the attachment at turn ${location.turn}`
-    : `tool call \`${location.callId}\` in turn ${location.turn}`;
+  const loc: unknown = location;
+  expectObject(loc, 'location');
+  const kind = loc['kind'];
+  if (kind !== 'attachment' && kind !== 'tool') typeError('location.kind', `must be 'attachment' or 'tool', got ${show(kind)}`);
+  const turn = readTurn(loc['turn'], 'location.turn', 0);
+  if (kind === 'attachment') return `the attachment at turn ${turn}`;
+  const callId = readString(loc['callId'], 'location.callId');
+  return `tool call \`${callId}\` in turn ${turn}`;
 }
 
 function fillTemplate(template: string, info: ResourceReferenceInfo): string {
@@ -289,7 +300,7 @@ function readTools(value: unknown, path: string, into: Map<string, boolean>): vo
   if (value === undefined) return;
   expectObject(value, path);
   for (const [name, settings] of Object.entries(value)) {
-    const toolPath = `${path}[${JSON.stringify(name)}]`;
+    const toolPath = `${path}[${show(name)}]`;
     expectObject(settings, toolPath);
     const dedup = optionalBoolean(settings['deduplicate'], `${toolPath}.deduplicate`, true);
     into.set(name, dedup);
@@ -375,7 +386,7 @@ function readBlocks(blocks: unknown, path: string): ResourceInput {
       input.uris.push(uri as string);
       input.contents.push(content as string | Uint8Array);
     } else {
-      typeError(`${path}[${i}].type`, `must be 'resource' or 'text', got ${typeof type === 'string' ? JSON.stringify(type) : describe(type)}`);
+      typeError(`${path}[${i}].type`, `must be 'resource' or 'text', got ${typeof type === 'string' ? show(type) : describe(type)}`);
     }
   }
   return input;
@@ -636,7 +647,8 @@ export class ResourceLedger {
   forgetTurns(turns: readonly number[]): number {
     expectArray(turns, 'turns');
     const set = new Set<number>();
-    turns.forEach((t, i) => set.add(readTurn(t, `turns[${i}]`, 0)));
+    // Indexed loops, not forEach/map: a hole is `undefined` at its index and is reported as such.
+    for (let i = 0; i < turns.length; i++) set.add(readTurn(turns[i], `turns[${i}]`, 0));
     return this.#remove((d) => set.has(d.location.turn));
   }
 
@@ -659,7 +671,8 @@ export class ResourceLedger {
    */
   forgetCalls(callIds: readonly string[]): number {
     expectArray(callIds, 'callIds');
-    const set = new Set(callIds.map((id, i) => readString(id, `callIds[${i}]`)));
+    const set = new Set<string>();
+    for (let i = 0; i < callIds.length; i++) set.add(readString(callIds[i], `callIds[${i}]`));
     return this.#remove((d) => d.location.kind === 'tool' && set.has(d.location.callId));
   }
 
@@ -685,14 +698,16 @@ export class ResourceLedger {
   static fromJSON(json: unknown, options?: ResourceLedgerOptions): ResourceLedger {
     const data: unknown = typeof json === 'string' ? parseJson(json) : json;
     expectObject(data, 'json');
-    if (data['format'] !== LEDGER_FORMAT) typeError('json.format', `must be ${JSON.stringify(LEDGER_FORMAT)}, got ${JSON.stringify(data['format'])}`);
-    if (data['version'] !== LEDGER_VERSION) rangeError('json.version', `must be ${LEDGER_VERSION}, got ${JSON.stringify(data['version'])}`);
+    if (data['format'] !== LEDGER_FORMAT) typeError('json.format', `must be ${show(LEDGER_FORMAT)}, got ${show(data['format'])}`);
+    if (data['version'] !== LEDGER_VERSION) rangeError('json.version', `must be ${LEDGER_VERSION}, got ${show(data['version'])}`);
     expectObject(data['settings'], 'json.settings');
     const saved = readSettings(data['settings'], 'json.settings', defaults());
     const turnValue = data['turn'];
     const turn = turnValue === null ? -1 : readTurn(turnValue, 'json.turn', 0);
-    expectArray(data['deliveries'], 'json.deliveries');
-    const records = data['deliveries'].map((d, i) => readRecord(d, `json.deliveries[${i}]`, turn));
+    const deliveries: unknown = data['deliveries'];
+    expectArray(deliveries, 'json.deliveries');
+    const records: DeliveryRecord[] = [];
+    for (let i = 0; i < deliveries.length; i++) records.push(readRecord(deliveries[i], `json.deliveries[${i}]`, turn));
     expectObject(data['totals'], 'json.totals');
     const totals = emptyTotals();
     for (const key of Object.keys(totals) as (keyof ResourceLedgerTotals)[]) {
@@ -794,7 +809,7 @@ function readRecord(value: unknown, path: string, latest: number): DeliveryRecor
       callId: readString(loc['callId'], `${path}.location.callId`),
     };
   } else {
-    return typeError(`${path}.location.kind`, `must be 'attachment' or 'tool', got ${JSON.stringify(loc['kind'])}`);
+    return typeError(`${path}.location.kind`, `must be 'attachment' or 'tool', got ${show(loc['kind'])}`);
   }
   return { uri, sha256, bytes, location };
 }
@@ -809,7 +824,20 @@ function readRecord(value: unknown, path: string, latest: number): DeliveryRecor
 export function restoreResources<B extends ContentBlock>(blocks: readonly (B | TextBlock)[], decisions: readonly ResourceDecision[]): B[] {
   expectArray(blocks, 'blocks');
   expectArray(decisions, 'decisions');
-  const out = blocks.slice() as B[];
+  // Validate every decision before building anything; indexed loops so holes are reported.
+  for (let k = 0; k < decisions.length; k++) {
+    const d: unknown = decisions[k];
+    expectObject(d, `decisions[${k}]`);
+    if (d['action'] !== 'referenced') continue;
+    const index = d['index'];
+    if (typeof index !== 'number') typeError(`decisions[${k}].index`, `must be a number, got ${describe(index)}`);
+    if (!Number.isInteger(index) || index < 0 || index >= blocks.length) {
+      rangeError(`decisions[${k}].index`, `must be an integer in [0, ${blocks.length - 1}] (a position in blocks), got ${index}`);
+    }
+    expectObject(d['block'], `decisions[${k}].block`);
+  }
+  const out = new Array<B>(blocks.length);
+  for (let i = 0; i < blocks.length; i++) out[i] = blocks[i] as B;
   for (const d of decisions) if (d.action === 'referenced') out[d.index] = d.block as B;
   return out;
 }

@@ -4,6 +4,7 @@
 //! values. Content is handled as UTF-16 code units so that identity matches JavaScript string
 //! equality, lone surrogates included (see `DESIGN.md`, "Identity is the contract").
 
+pub mod blocks;
 pub mod exact;
 pub mod findings;
 pub mod fuzzy;

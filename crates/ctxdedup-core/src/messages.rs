@@ -173,10 +173,18 @@ pub struct AnalyzeOptions {
     pub exact: bool,
     /// `Some(threshold)` runs the fuzzy pass.
     pub fuzzy_threshold: Option<f64>,
+    /// `Some(kept_from)`: ctxdedup's visible-targets rule, where annotated messages at
+    /// `index >= kept_from` stay in full (the recency window; the message count for none). No
+    /// reference may point at a replaced message: an exact duplicate whose keep target is a
+    /// replaced near duplicate is redirected to that near duplicate's keep target, as a near
+    /// duplicate with the same similarity (see [`resolve_chains`]). `None`: context-compression-
+    /// engine's behaviour, where such `a -dup-> c -near-> d` chains stay as they are.
+    pub visible_targets: Option<usize>,
 }
 
 /// Both passes in one call: exact first, then fuzzy over the eligible messages the exact pass
-/// did not annotate (keep targets of exact groups take part, giving `a -dup-> c -near-> d`).
+/// did not annotate (keep targets of exact groups take part, giving `a -dup-> c -near-> d`,
+/// which [`AnalyzeOptions::visible_targets`] resolves to `a -near-> d`).
 /// `fuzzy_excluded[i]` additionally keeps message `i` out of the fuzzy pass (a caller that ran
 /// the exact pass elsewhere passes its annotated messages here).
 pub fn analyze<S: Utf16Source>(
@@ -205,13 +213,173 @@ pub fn analyze<S: Utf16Source>(
         }
         None => Vec::new(),
     };
-    (exact, fuzzy)
+    match options.visible_targets {
+        Some(kept_from) => resolve_chains(src, exact, fuzzy, kept_from),
+        None => (exact, fuzzy),
+    }
+}
+
+/// Redirects references that would point at a replaced message. The only such references are
+/// exact ones whose keep target `t` was then annotated as a near duplicate of `f` by the fuzzy
+/// pass and is replaced (`t < kept_from`): fuzzy keep targets are never annotated by either pass,
+/// so `f` stays in full. Such an exact duplicate has `t`'s content, so it becomes a near duplicate
+/// of `f` with `t`'s similarity. Annotations at `index >= kept_from` stay in full and are left
+/// alone as targets.
+pub fn resolve_chains<S: Utf16Source>(
+    src: &S,
+    exact: Vec<Annotation>,
+    mut fuzzy: Vec<Annotation>,
+    kept_from: usize,
+) -> (Vec<Annotation>, Vec<Annotation>) {
+    if exact.is_empty() || fuzzy.is_empty() {
+        return (exact, fuzzy);
+    }
+    let mut replaced_near: Vec<Option<(usize, Option<f64>)>> = vec![None; src.count()];
+    for a in fuzzy.iter().filter(|a| a.index < kept_from) {
+        replaced_near[a.index] = Some((a.duplicate_of, a.similarity));
+    }
+    let mut kept = Vec::with_capacity(exact.len());
+    for a in exact {
+        match replaced_near[a.duplicate_of] {
+            Some((target, similarity)) => fuzzy.push(Annotation {
+                index: a.index,
+                duplicate_of: target,
+                content_length: src.len_of(a.index),
+                similarity,
+            }),
+            None => kept.push(a),
+        }
+    }
+    (kept, fuzzy)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::source::Utf16Arena;
+    use proptest::prelude::*;
+
+    fn options(keep: KeepRule, visible_targets: Option<usize>) -> AnalyzeOptions {
+        AnalyzeOptions {
+            eligibility: Eligibility {
+                min_chars: 0,
+                skip_prefixes: Vec::new(),
+            },
+            keep,
+            exact: true,
+            fuzzy_threshold: Some(0.85),
+            visible_targets,
+        }
+    }
+
+    #[test]
+    fn exact_duplicate_of_a_replaced_near_duplicate_points_at_its_keep_target() {
+        let a: Vec<String> = (0..20).map(|i| format!("line {i} of the file")).collect();
+        let mut b = a.clone();
+        b[7] = "an edited line".into();
+        let (a, b) = (a.join("\n"), b.join("\n"));
+        let arena = Utf16Arena::from_strs(&[&b, &b, &a]);
+        let keep = KeepRule::Latest { recency_start: 3 };
+        // context-compression-engine: m0 -dup-> m1 -near-> m2, so m0 points at a replaced message.
+        let (exact, fuzzy) = analyze(&arena, &[], &[], &options(keep, None));
+        assert_eq!((exact[0].index, exact[0].duplicate_of), (0, 1));
+        assert_eq!((fuzzy[0].index, fuzzy[0].duplicate_of), (1, 2));
+        // ctxdedup: m0 is a near duplicate of m2, with m1's similarity.
+        let (exact, fuzzy) = analyze(&arena, &[], &[], &options(keep, Some(3)));
+        assert!(exact.is_empty());
+        let sim = fuzzy[0].similarity;
+        assert_eq!(
+            fuzzy,
+            vec![
+                Annotation {
+                    index: 1,
+                    duplicate_of: 2,
+                    content_length: b.encode_utf16().count(),
+                    similarity: sim
+                },
+                Annotation {
+                    index: 0,
+                    duplicate_of: 2,
+                    content_length: b.encode_utf16().count(),
+                    similarity: sim
+                }
+            ]
+        );
+        // Keep earliest: [A, B, B] gives m2 -dup-> m1 -near-> m0, redirected to m0 ...
+        let arena = Utf16Arena::from_strs(&[&a, &b, &b]);
+        let (exact, fuzzy) = analyze(&arena, &[], &[], &options(KeepRule::Earliest, Some(3)));
+        assert!(exact.is_empty());
+        let pairs: Vec<(usize, usize)> = fuzzy.iter().map(|a| (a.index, a.duplicate_of)).collect();
+        assert_eq!(pairs, vec![(1, 0), (2, 0)]);
+        // ... unless m1 sits in the recency window: it stays in full, and m2 keeps pointing at it.
+        let (exact, fuzzy) = analyze(&arena, &[], &[], &options(KeepRule::Earliest, Some(1)));
+        assert_eq!((exact[0].index, exact[0].duplicate_of), (2, 1));
+        assert_eq!((fuzzy[0].index, fuzzy[0].duplicate_of), (1, 0));
+    }
+
+    proptest! {
+        /// Oracle: every replaced message (annotated, before `kept_from`) points at a message that
+        /// is not replaced; the set of annotated messages is CCE's; a redirected reference has the
+        /// multiset Jaccard of its content and its new target.
+        #[test]
+        fn references_only_point_at_messages_kept_in_full(
+            docs in prop::collection::vec(
+                prop::sample::select(vec![0usize, 1, 2, 3, 4, 5]), 1..30),
+            earliest in any::<bool>(),
+            window in 0usize..6,
+            threshold in prop::sample::select(vec![0.0, 0.5, 0.85, 1.0]),
+        ) {
+            let base: Vec<String> = (0..12).map(|i| format!("line {i}")).collect();
+            let variant = |k: usize| -> String {
+                let mut lines = base.clone();
+                if k > 0 {
+                    lines[k] = format!("edited {k}");
+                }
+                if k == 5 {
+                    lines[2] = "edited two".into();
+                }
+                lines.join("\n")
+            };
+            let texts: Vec<String> = docs.iter().map(|&k| variant(k)).collect();
+            let arena = Utf16Arena::from_strs(&texts);
+            let n = texts.len();
+            let kept_from = if window == 0 { n } else { n.saturating_sub(window) };
+            let keep = if earliest { KeepRule::Earliest } else { KeepRule::Latest { recency_start: kept_from } };
+            let mut o = options(keep, None);
+            o.fuzzy_threshold = Some(threshold);
+            let (cce_exact, cce_fuzzy) = analyze(&arena, &[], &[], &o);
+            o.visible_targets = Some(kept_from);
+            let (exact, fuzzy) = analyze(&arena, &[], &[], &o);
+
+            let all: Vec<&Annotation> = exact.iter().chain(fuzzy.iter()).collect();
+            let replaced: Vec<bool> = {
+                let mut r = vec![false; n];
+                for a in &all {
+                    if a.index < kept_from {
+                        r[a.index] = true;
+                    }
+                }
+                r
+            };
+            for a in &all {
+                if a.index < kept_from {
+                    prop_assert!(!replaced[a.duplicate_of], "{:?} points at a replaced message", a);
+                }
+            }
+            let mut got: Vec<usize> = all.iter().map(|a| a.index).collect();
+            let mut want: Vec<usize> = cce_exact.iter().chain(cce_fuzzy.iter()).map(|a| a.index).collect();
+            got.sort_unstable();
+            want.sort_unstable();
+            prop_assert_eq!(got, want);
+            prop_assert!(exact.iter().all(|a| texts[a.index] == texts[a.duplicate_of]));
+            let members = crate::fuzzy::build_members(&arena, &(0..n).collect::<Vec<_>>());
+            for a in &fuzzy {
+                let m = |i: usize| members.iter().find(|m| m.index == i).unwrap();
+                prop_assert_eq!(a.similarity, Some(crate::fuzzy::jaccard(m(a.index), m(a.duplicate_of))));
+                prop_assert_eq!(a.content_length, texts[a.index].len());
+            }
+        }
+    }
 
     #[test]
     fn keep_rule_follows_recency_window() {

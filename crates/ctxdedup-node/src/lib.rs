@@ -6,6 +6,7 @@
 //! (`napi_strict_equals`) or hash a string's Latin-1 copy, a lossy fingerprint whose every match
 //! is confirmed by that comparison.
 
+mod blocks;
 mod ingest;
 mod near_window;
 mod research;
@@ -63,6 +64,9 @@ pub struct NativeAnalyzeOptions {
     pub recency_start: u32,
     pub exact: bool,
     pub fuzzy_threshold: Option<f64>,
+    /// Whether a reference may only point at a message kept in full (default `true`, ctxdedup's
+    /// rule; `false` is context-compression-engine's behaviour, chains included).
+    pub visible_targets: Option<bool>,
 }
 
 /// Annotations as parallel typed arrays (exact first, then fuzzy).
@@ -92,6 +96,10 @@ fn core_options(options: &NativeAnalyzeOptions) -> AnalyzeOptions {
         },
         exact: options.exact,
         fuzzy_threshold: options.fuzzy_threshold,
+        visible_targets: options
+            .visible_targets
+            .unwrap_or(true)
+            .then_some(options.recency_start as usize),
     }
 }
 
@@ -207,6 +215,21 @@ pub fn analyze_messages_async(
         excluded: flags(fuzzy_excluded),
         options: core_options(&options),
     }))
+}
+
+/// Runs `work` off the JS thread with a panic guard: a panic becomes a JS error naming `what`.
+pub(crate) fn guarded<T>(what: &str, work: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|_| {
+        Err(Error::new(
+            Status::GenericFailure,
+            format!("ctxdedup: internal error (panic) during {what}"),
+        ))
+    })
+}
+
+/// o200k_base token count of UTF-16 text (the block pass's net-positive rule and its savings).
+pub(crate) fn tokens_o200k(units: &[u16]) -> usize {
+    ctxdedup_core::tokens::count_utf16(ctxdedup_core::tokens::Encoding::O200kBase, units)
 }
 
 /// Deliberately panics; lets the test suite prove a Rust panic reaches JS as an Error.

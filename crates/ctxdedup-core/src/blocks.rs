@@ -1,0 +1,1069 @@
+//! Block dedup: runs of lines already seen earlier in a conversation become one-line references.
+//!
+//! Messages are walked in order. Lines split on `\n` (a `\r` stays part of its line) and are
+//! compared as UTF-16 code units. In each message that may be rewritten (`eligible`), a greedy
+//! left-to-right scan looks for the longest run of at least `min_lines` lines (and `min_chars`
+//! units) that equals lines the model still sees verbatim: lines of an earlier source message
+//! that were not themselves replaced, or lines of the same message already emitted verbatim
+//! above. Such a run becomes one reference line; every other line stays in place, in order.
+//!
+//! The guarantees, each tested against a brute-force oracle below:
+//! - *lossless*: the output plus the references rebuild the input exactly ([`expand`]);
+//! - *visible targets*: a reference's target lines are verbatim, contiguous lines of the output;
+//! - *prefix-monotonic*: the output of message `m` depends only on messages `0..=m`;
+//! - *no false positives*: every run is confirmed line by line (hashes only pick candidates);
+//! - *net positive*: a reference is shorter than its run, in code units and in tokens.
+//!
+//! **Line-numbered content.** With `line_numbers` on, a line that starts with an optional run of
+//! spaces, a decimal number (no leading zero, at most 9 digits) and one of `\t`, `→`, `|`, `:`
+//! (`cat -n`, `nl`, editor reads, `grep -n`) is also compared on the text after that prefix. A
+//! run matched that way is accepted only when both sides are numbered consecutively in the same
+//! format (width and separator), so the replaced lines' numbers are regenerated exactly from the
+//! target's lines: `format(width, separator, first + t)` followed by the target line's text.
+//!
+//! **Candidates and time bounds.** Every line gets a keyed in-memory hash (ahash; never exposed)
+//! of its comparison text; every window of `min_lines` consecutive verbatim lines is indexed by
+//! a rolling hash of its line hashes, keeping the earliest occurrence (within `lookback`). A scan
+//! position asks the index once and extends the one candidate line by line, so work per line is
+//! bounded by `min_lines` plus the length of the run it ends up in. A run that is long enough
+//! but not net positive is emitted verbatim as a whole, so no run is extended twice. Token
+//! counts are taken once per accepted or rejected run. The whole pass is linear in the input.
+
+use ahash::{AHashMap, RandomState};
+
+/// Marks a line with no output position (replaced, or not emitted yet).
+const NONE: u32 = u32::MAX;
+/// Odd multiplier of the rolling window hash.
+const ROLL: u64 = 0x9E37_79B9_7F4A_7C15;
+/// The longest number a line-number prefix may carry (9 digits).
+const MAX_LINE_NUMBER_DIGITS: usize = 9;
+/// Leading spaces a line-number prefix may carry.
+const MAX_LINE_NUMBER_PAD: usize = 16;
+/// Separators that end a line-number prefix: tab, `→`, `|`, `:`.
+pub const LINE_NUMBER_SEPARATORS: [u16; 4] = [b'\t' as u16, 0x2192, b'|' as u16, b':' as u16];
+
+/// A field of a reference template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    /// `{lines}`: how many lines the reference stands for.
+    Lines,
+    /// `{target}`: the id of the message whose lines are meant.
+    Target,
+    /// `{from}`: first target line, 1-based, counted in the target message's output.
+    From,
+    /// `{to}`: last target line, 1-based, counted in the target message's output.
+    To,
+    /// `{numberedFrom}`: the line number the first replaced line carried.
+    NumberedFrom,
+    /// `{numberedTo}`: the line number the last replaced line carried.
+    NumberedTo,
+}
+
+impl Field {
+    const ALL: [(&'static str, Field); 6] = [
+        ("lines", Field::Lines),
+        ("target", Field::Target),
+        ("from", Field::From),
+        ("to", Field::To),
+        ("numberedFrom", Field::NumberedFrom),
+        ("numberedTo", Field::NumberedTo),
+    ];
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    Text(Vec<u16>),
+    Field(Field),
+}
+
+/// A parsed reference template: literal text with `{field}` placeholders.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Template {
+    parts: Vec<Part>,
+}
+
+/// Default template of a reference to unnumbered (or identically numbered) lines.
+pub const DEFAULT_REFERENCE: &str =
+    "[ctxdedup: {lines} lines unchanged, = {target} lines {from}–{to}]";
+/// Default template of a reference to lines renumbered here.
+pub const DEFAULT_NUMBERED_REFERENCE: &str =
+    "[ctxdedup: {lines} lines unchanged, = {target} lines {from}–{to}, numbered {numberedFrom}–{numberedTo} here]";
+
+impl Template {
+    /// Parses `units`. A `{name}` with a known name is a field; any other brace is literal text.
+    ///
+    /// # Errors
+    /// A message when the template has a line break, an unknown `{field}`, or lacks one of the
+    /// fields a reader needs to follow it: `{target}`, `{from}` and `{to}`, plus
+    /// `{numberedFrom}` when `numbered`.
+    pub fn parse(units: &[u16], numbered: bool) -> Result<Template, String> {
+        if units
+            .iter()
+            .any(|&u| u == b'\n' as u16 || u == b'\r' as u16)
+        {
+            return Err("must be one line (no \\n or \\r)".into());
+        }
+        let mut parts = Vec::new();
+        let mut text = Vec::new();
+        let mut i = 0;
+        while i < units.len() {
+            if units[i] == b'{' as u16 {
+                let close = units[i + 1..].iter().position(|&u| u == b'}' as u16);
+                let name = close.map(|c| &units[i + 1..i + 1 + c]);
+                let is_name = |n: &[u16]| {
+                    !n.is_empty()
+                        && n.iter()
+                            .all(|&u| u < 128 && (u as u8).is_ascii_alphanumeric())
+                };
+                if let Some(name) = name.filter(|n| is_name(n)) {
+                    let field = Field::ALL
+                        .iter()
+                        .find(|(label, _)| label.encode_utf16().eq(name.iter().copied()))
+                        .map(|&(_, f)| f)
+                        .ok_or_else(|| {
+                            format!(
+                                "has an unknown field {{{}}}",
+                                String::from_utf16_lossy(name)
+                            )
+                        })?;
+                    if !text.is_empty() {
+                        parts.push(Part::Text(std::mem::take(&mut text)));
+                    }
+                    parts.push(Part::Field(field));
+                    i += name.len() + 2;
+                    continue;
+                }
+            }
+            text.push(units[i]);
+            i += 1;
+        }
+        if !text.is_empty() {
+            parts.push(Part::Text(text));
+        }
+        let has = |f: Field| parts.contains(&Part::Field(f));
+        let mut required = vec![
+            ("target", Field::Target),
+            ("from", Field::From),
+            ("to", Field::To),
+        ];
+        if numbered {
+            required.push(("numberedFrom", Field::NumberedFrom));
+        }
+        for (label, field) in required {
+            if !has(field) {
+                return Err(format!(
+                    "must contain {{{label}}} so a reader can find the lines"
+                ));
+            }
+        }
+        Ok(Template { parts })
+    }
+
+    fn render(&self, values: &RefValues<'_>, out: &mut Vec<u16>) {
+        out.clear();
+        let number = |out: &mut Vec<u16>, n: usize| out.extend(n.to_string().encode_utf16());
+        for part in &self.parts {
+            match part {
+                Part::Text(t) => out.extend_from_slice(t),
+                Part::Field(Field::Lines) => number(out, values.lines),
+                Part::Field(Field::Target) => out.extend_from_slice(values.target),
+                Part::Field(Field::From) => number(out, values.from),
+                Part::Field(Field::To) => number(out, values.from + values.lines - 1),
+                Part::Field(Field::NumberedFrom) => number(out, values.numbered_from as usize),
+                Part::Field(Field::NumberedTo) => {
+                    number(out, values.numbered_from as usize + values.lines - 1)
+                }
+            }
+        }
+    }
+}
+
+struct RefValues<'a> {
+    lines: usize,
+    target: &'a [u16],
+    from: usize,
+    numbered_from: u32,
+}
+
+/// Options of the block pass.
+#[derive(Debug, Clone)]
+pub struct BlockOptions {
+    /// Minimum lines in a run (at least 1).
+    pub min_lines: usize,
+    /// Minimum UTF-16 units a run spans (its lines and the line breaks between them).
+    pub min_chars: usize,
+    /// Match line-numbered lines on the text after the number.
+    pub line_numbers: bool,
+    /// How many messages back a reference may point (`None`: any earlier message).
+    pub lookback: Option<usize>,
+    /// Template of references to lines copied as they are.
+    pub reference: Template,
+    /// Template of references to lines whose numbers are regenerated.
+    pub numbered_reference: Template,
+}
+
+impl BlockOptions {
+    /// The defaults: 4 lines, 200 units, line numbers on, no lookback limit, default templates.
+    pub fn new() -> Self {
+        let parse = |t: &str, n| {
+            Template::parse(&t.encode_utf16().collect::<Vec<_>>(), n).expect("default template")
+        };
+        BlockOptions {
+            min_lines: 4,
+            min_chars: 200,
+            line_numbers: true,
+            lookback: None,
+            reference: parse(DEFAULT_REFERENCE, false),
+            numbered_reference: parse(DEFAULT_NUMBERED_REFERENCE, true),
+        }
+    }
+}
+
+impl Default for BlockOptions {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Numbering of the lines a reference replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Numbering {
+    /// Number carried by the first replaced line; the others follow consecutively.
+    pub first: u32,
+    /// Number carried by the first target line.
+    pub target_first: u32,
+    /// Width the number is right-aligned to with spaces (0: no padding).
+    pub width: u32,
+    /// The separator after the number (one of [`LINE_NUMBER_SEPARATORS`]).
+    pub separator: u16,
+}
+
+/// One run of lines replaced by a reference.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockRef {
+    /// The rewritten message.
+    pub message: usize,
+    /// First replaced line (0-based, in the input message).
+    pub line_start: usize,
+    /// Number of replaced lines.
+    pub line_count: usize,
+    /// The replaced span in the input content (UTF-16 units; the last line's `\n` excluded).
+    pub unit_start: usize,
+    pub unit_end: usize,
+    /// The reference's line index (0-based) in the output content.
+    pub out_line: usize,
+    /// The message whose lines are meant (earlier, or the same message above).
+    pub target: usize,
+    /// First target line, 0-based, in the target message's *output* content.
+    pub target_line: usize,
+    /// Set when the replaced lines carry numbers regenerated from the target's.
+    pub numbering: Option<Numbering>,
+    /// Tokens of the replaced span and of the reference.
+    pub tokens_before: usize,
+    pub tokens_after: usize,
+    /// The reference line.
+    pub text: Vec<u16>,
+}
+
+/// A conversation as the block pass sees it.
+pub struct Conversation<'a> {
+    /// Content of each message (empty for messages without text).
+    pub contents: &'a [&'a [u16]],
+    /// Id of each message (what references name).
+    pub ids: &'a [&'a [u16]],
+    /// Whether the model sees this message's text (it may be a target).
+    pub source: &'a [bool],
+    /// Whether the message may be rewritten (implies `source`).
+    pub eligible: &'a [bool],
+}
+
+/// A line of a processed message.
+#[derive(Debug, Clone, Copy)]
+struct Line {
+    start: u32,
+    end: u32,
+    /// Start of the comparison text: after the line-number prefix, or `start`.
+    rest: u32,
+    /// Line number (or [`NONE`]).
+    number: u32,
+    /// `width << 16 | separator` of a numbered line, 0 otherwise.
+    format: u32,
+    /// Hash of `format` and the comparison text.
+    key: u64,
+}
+
+struct Processed {
+    lines: Vec<Line>,
+    /// Output line of each input line, or [`NONE`] when replaced.
+    out_line: Vec<u32>,
+}
+
+/// Parses a line-number prefix: `(number, width, separator, prefix length)`.
+pub fn parse_line_number(line: &[u16]) -> Option<(u32, u32, u16, usize)> {
+    let pad = line
+        .iter()
+        .take(MAX_LINE_NUMBER_PAD + 1)
+        .take_while(|&&u| u == b' ' as u16)
+        .count();
+    if pad > MAX_LINE_NUMBER_PAD {
+        return None;
+    }
+    let digits = line[pad..]
+        .iter()
+        .take(MAX_LINE_NUMBER_DIGITS + 1)
+        .take_while(|&&u| (b'0' as u16..=b'9' as u16).contains(&u))
+        .count();
+    if digits == 0 || digits > MAX_LINE_NUMBER_DIGITS || (digits > 1 && line[pad] == b'0' as u16) {
+        return None;
+    }
+    let sep = *line.get(pad + digits)?;
+    if !LINE_NUMBER_SEPARATORS.contains(&sep) {
+        return None;
+    }
+    let number = line[pad..pad + digits]
+        .iter()
+        .fold(0u32, |n, &d| n * 10 + u32::from(d - b'0' as u16));
+    let width = if pad == 0 { 0 } else { (pad + digits) as u32 };
+    Some((number, width, sep, pad + digits + 1))
+}
+
+/// The prefix `format(width, separator, number)` of a numbered line, appended to `out`.
+pub fn format_line_number(width: u32, separator: u16, number: u32, out: &mut Vec<u16>) {
+    let digits = number.to_string();
+    for _ in digits.len()..width as usize {
+        out.push(b' ' as u16);
+    }
+    out.extend(digits.encode_utf16());
+    out.push(separator);
+}
+
+struct Pass<'a, 'c> {
+    conv: &'a Conversation<'c>,
+    options: &'a BlockOptions,
+    hasher: RandomState,
+    /// Window hash -> earliest verbatim occurrence `(message, line)` within the lookback.
+    index: AHashMap<u64, (u32, u32)>,
+    done: Vec<Option<Processed>>,
+    /// `ROLL^(min_lines - 1)`.
+    top: u64,
+    scratch: Vec<u16>,
+}
+
+/// A confirmed run: `len` lines from line `i` equal `len` lines from line `j` of `target`.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    i: usize,
+    len: usize,
+    target: usize,
+    j: usize,
+    mode: Mode,
+    /// The output line the reference would take.
+    out: u32,
+}
+
+/// How a candidate run matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Plain,
+    Numbered,
+}
+
+impl<'a, 'c> Pass<'a, 'c> {
+    fn lines_of(&self, m: usize) -> Vec<Line> {
+        let text = self.conv.contents[m];
+        let mut lines = Vec::new();
+        let mut start = 0usize;
+        let mut push = |start: usize, end: usize| {
+            let line = &text[start..end];
+            let parsed = if self.options.line_numbers {
+                parse_line_number(line)
+            } else {
+                None
+            };
+            let (number, format, rest) = match parsed {
+                Some((n, w, s, len)) => (n, (w << 16) | u32::from(s), start + len),
+                None => (NONE, 0, start),
+            };
+            let key = self.hasher.hash_one((format, &text[rest..end]));
+            lines.push(Line {
+                start: start as u32,
+                end: end as u32,
+                rest: rest as u32,
+                number,
+                format,
+                key,
+            });
+        };
+        for (i, &u) in text.iter().enumerate() {
+            if u == b'\n' as u16 {
+                push(start, i);
+                start = i + 1;
+            }
+        }
+        push(start, text.len());
+        lines
+    }
+
+    /// Rolling hashes of every window of `min_lines` lines.
+    fn windows(&self, lines: &[Line]) -> Vec<u64> {
+        let k = self.options.min_lines;
+        if lines.len() < k {
+            return Vec::new();
+        }
+        let mut out = Vec::with_capacity(lines.len() - k + 1);
+        let mut h = 0u64;
+        for (i, line) in lines.iter().enumerate() {
+            if i >= k {
+                h = h.wrapping_sub(lines[i - k].key.wrapping_mul(self.top));
+            }
+            h = h.wrapping_mul(ROLL).wrapping_add(line.key);
+            if i + 1 >= k {
+                out.push(h);
+            }
+        }
+        out
+    }
+
+    fn in_lookback(&self, m: usize, target: usize) -> bool {
+        self.options.lookback.is_none_or(|l| m - target <= l)
+    }
+
+    /// Length of the run from line `i` of message `m` against line `j` of `target`, in `mode`.
+    fn extend(
+        &self,
+        m: usize,
+        lines: &[Line],
+        i: usize,
+        target: usize,
+        j: usize,
+        own: &[u32],
+        mode: Mode,
+    ) -> usize {
+        let (tlines, tout) = match self.done[target].as_ref() {
+            Some(p) => (&p.lines[..], &p.out_line[..]),
+            None => (lines, own),
+        };
+        let text = self.conv.contents[m];
+        let ttext = self.conv.contents[target];
+        let (first, tfirst) = (lines[i], tlines[j]);
+        if mode == Mode::Numbered && (first.number == NONE || first.format != tfirst.format) {
+            return 0;
+        }
+        let mut t = 0;
+        while i + t < lines.len() && j + t < tlines.len() && tout[j + t] != NONE {
+            let (a, b) = (lines[i + t], tlines[j + t]);
+            let same = match mode {
+                Mode::Plain => {
+                    text[a.start as usize..a.end as usize]
+                        == ttext[b.start as usize..b.end as usize]
+                }
+                Mode::Numbered => {
+                    a.format == first.format
+                        && b.format == first.format
+                        && a.number == first.number.wrapping_add(t as u32)
+                        && b.number == tfirst.number.wrapping_add(t as u32)
+                        && text[a.rest as usize..a.end as usize]
+                            == ttext[b.rest as usize..b.end as usize]
+                }
+            };
+            if !same {
+                break;
+            }
+            t += 1;
+        }
+        t
+    }
+
+    fn insert_window(&mut self, m: usize, line: usize, hash: u64) {
+        let lookback = self.options.lookback;
+        let entry = self.index.entry(hash).or_insert((m as u32, line as u32));
+        if lookback.is_some_and(|l| m - entry.0 as usize > l) {
+            *entry = (m as u32, line as u32);
+        }
+    }
+
+    fn process(
+        &mut self,
+        m: usize,
+        count_tokens: &dyn Fn(&[u16]) -> usize,
+        refs: &mut Vec<BlockRef>,
+    ) {
+        let lines = self.lines_of(m);
+        let windows = self.windows(&lines);
+        let k = self.options.min_lines;
+        let n = lines.len();
+        let mut out_line = vec![NONE; n];
+        let eligible = self.conv.eligible[m];
+        let (mut i, mut out, mut segment) = (0usize, 0u32, 0usize);
+        while i < n {
+            let mut verbatim = 1;
+            if eligible && i + k <= n {
+                let candidate = self.index.get(&windows[i]).copied();
+                if let Some((target, j)) =
+                    candidate.filter(|&(t, _)| self.in_lookback(m, t as usize))
+                {
+                    let (target, j) = (target as usize, j as usize);
+                    let plain = self.extend(m, &lines, i, target, j, &out_line, Mode::Plain);
+                    let numbered = self.extend(m, &lines, i, target, j, &out_line, Mode::Numbered);
+                    let (len, mode) = if numbered > plain {
+                        (numbered, Mode::Numbered)
+                    } else {
+                        (plain, Mode::Plain)
+                    };
+                    if len >= k {
+                        let at = Run {
+                            i,
+                            len,
+                            target,
+                            j,
+                            mode,
+                            out,
+                        };
+                        if let Some(r) = self.reference(m, &lines, &out_line, at, count_tokens) {
+                            refs.push(r);
+                            i += len;
+                            out += 1;
+                            segment = i;
+                            continue;
+                        }
+                        // Long enough but not worth it: every shorter run from here would be
+                        // worse, so the whole run stays verbatim (and is never extended again).
+                        verbatim = len;
+                    }
+                }
+            }
+            for _ in 0..verbatim {
+                out_line[i] = out;
+                out += 1;
+                i += 1;
+                if i - segment >= k {
+                    self.insert_window(m, i - k, windows[i - k]);
+                }
+            }
+        }
+        self.done[m] = Some(Processed { lines, out_line });
+    }
+
+    /// The reference for `run`, if it is long enough and net positive.
+    fn reference(
+        &mut self,
+        m: usize,
+        lines: &[Line],
+        own_out: &[u32],
+        run: Run,
+        count_tokens: &dyn Fn(&[u16]) -> usize,
+    ) -> Option<BlockRef> {
+        let Run {
+            i,
+            len,
+            target,
+            j,
+            mode,
+            out,
+        } = run;
+        let (tlines, tout) = match self.done[target].as_ref() {
+            Some(p) => (&p.lines[..], &p.out_line[..]),
+            None => (lines, own_out),
+        };
+        let (tfirst, target_line) = (tlines[j], tout[j] as usize);
+        let text = self.conv.contents[m];
+        let (unit_start, unit_end) = (lines[i].start as usize, lines[i + len - 1].end as usize);
+        let run = &text[unit_start..unit_end];
+        if run.len() < self.options.min_chars {
+            return None;
+        }
+        let numbering = match mode {
+            Mode::Plain => None,
+            Mode::Numbered => {
+                let format = lines[i].format;
+                if lines[i].number == tfirst.number {
+                    None
+                } else {
+                    Some(Numbering {
+                        first: lines[i].number,
+                        target_first: tfirst.number,
+                        width: format >> 16,
+                        separator: (format & 0xFFFF) as u16,
+                    })
+                }
+            }
+        };
+        let values = RefValues {
+            lines: len,
+            target: self.conv.ids[target],
+            from: target_line + 1,
+            numbered_from: numbering.map_or(0, |n| n.first),
+        };
+        let template = if numbering.is_some() {
+            &self.options.numbered_reference
+        } else {
+            &self.options.reference
+        };
+        let mut rendered = std::mem::take(&mut self.scratch);
+        template.render(&values, &mut rendered);
+        let one_line = !rendered.iter().any(|&u| u == b'\n' as u16);
+        let result = if one_line && rendered.len() < run.len() {
+            let tokens_after = count_tokens(&rendered);
+            let tokens_before = count_tokens(run);
+            (tokens_after < tokens_before).then(|| BlockRef {
+                message: m,
+                line_start: i,
+                line_count: len,
+                unit_start,
+                unit_end,
+                out_line: out as usize,
+                target,
+                target_line,
+                numbering,
+                tokens_before,
+                tokens_after,
+                text: rendered.clone(),
+            })
+        } else {
+            None
+        };
+        self.scratch = rendered;
+        result
+    }
+}
+
+/// Runs the block pass over `conv` and returns every reference, ordered by message and line.
+///
+/// `count_tokens` counts the tokens of a text (the net-positive rule and the reported savings).
+///
+/// # Errors
+/// A message when the slices of `conv` differ in length or `min_lines` is 0.
+pub fn dedupe_blocks(
+    conv: &Conversation<'_>,
+    options: &BlockOptions,
+    count_tokens: &dyn Fn(&[u16]) -> usize,
+) -> Result<Vec<BlockRef>, String> {
+    let n = conv.contents.len();
+    if conv.ids.len() != n || conv.source.len() != n || conv.eligible.len() != n {
+        return Err("contents, ids, source and eligible must have one entry per message".into());
+    }
+    if options.min_lines == 0 {
+        return Err("min_lines must be at least 1".into());
+    }
+    let mut pass = Pass {
+        conv,
+        options,
+        hasher: RandomState::new(),
+        index: AHashMap::new(),
+        done: (0..n).map(|_| None).collect(),
+        top: (1..options.min_lines).fold(1u64, |p, _| p.wrapping_mul(ROLL)),
+        scratch: Vec::new(),
+    };
+    let mut refs = Vec::new();
+    for m in 0..n {
+        if conv.source[m] || conv.eligible[m] {
+            pass.process(m, count_tokens, &mut refs);
+        }
+    }
+    Ok(refs)
+}
+
+/// Flags of the messages the block pass may rewrite: the message stage's eligibility rule over
+/// `src`, minus the messages `blocked` by their shape (or already replaced whole).
+pub fn eligible_flags<S: crate::Utf16Source>(
+    src: &S,
+    blocked: &[bool],
+    rule: &crate::messages::Eligibility,
+) -> Vec<bool> {
+    let mut flags = vec![false; src.count()];
+    for i in rule.eligible(src, blocked) {
+        flags[i] = true;
+    }
+    flags
+}
+
+/// Rebuilds each message's output content from its input and the references of the pass.
+pub fn apply(contents: &[&[u16]], refs: &[BlockRef]) -> Vec<Vec<u16>> {
+    let mut out: Vec<Vec<u16>> = contents.iter().map(|c| c.to_vec()).collect();
+    let mut k = 0;
+    while k < refs.len() {
+        let m = refs[k].message;
+        let text = contents[m];
+        let mut built = Vec::with_capacity(text.len());
+        let mut at = 0;
+        while k < refs.len() && refs[k].message == m {
+            built.extend_from_slice(&text[at..refs[k].unit_start]);
+            built.extend_from_slice(&refs[k].text);
+            at = refs[k].unit_end;
+            k += 1;
+        }
+        built.extend_from_slice(&text[at..]);
+        out[m] = built;
+    }
+    out
+}
+
+/// Rebuilds the input contents from output contents alone, given where each reference sits
+/// (the information the TypeScript layer keeps in a message's metadata). Messages are expanded
+/// in order, and every target line is read from the *output* (it is verbatim there).
+pub fn expand(outputs: &[Vec<u16>], refs: &[BlockRef]) -> Vec<Vec<u16>> {
+    let split = |t: &[u16]| -> Vec<Vec<u16>> {
+        t.split(|&u| u == b'\n' as u16)
+            .map(<[u16]>::to_vec)
+            .collect()
+    };
+    let mut result: Vec<Vec<u16>> = outputs.to_vec();
+    let split_outputs: Vec<Vec<Vec<u16>>> = outputs.iter().map(|o| split(o)).collect();
+    let mut k = 0;
+    while k < refs.len() {
+        let m = refs[k].message;
+        let lines = &split_outputs[m];
+        let mut expanded: Vec<Vec<u16>> = Vec::new();
+        for (index, line) in lines.iter().enumerate() {
+            if k < refs.len() && refs[k].message == m && refs[k].out_line == index {
+                let r = &refs[k];
+                let target = &split_outputs[r.target];
+                for t in 0..r.line_count {
+                    let source = &target[r.target_line + t];
+                    match r.numbering {
+                        None => expanded.push(source.clone()),
+                        Some(n) => {
+                            let mut prefix = Vec::new();
+                            format_line_number(
+                                n.width,
+                                n.separator,
+                                n.target_first + t as u32,
+                                &mut prefix,
+                            );
+                            let mut line = Vec::new();
+                            format_line_number(n.width, n.separator, n.first + t as u32, &mut line);
+                            line.extend_from_slice(&source[prefix.len()..]);
+                            expanded.push(line);
+                        }
+                    }
+                }
+                k += 1;
+            } else {
+                expanded.push(line.clone());
+            }
+        }
+        result[m] = expanded.join(&(b'\n' as u16));
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn u(s: &str) -> Vec<u16> {
+        s.encode_utf16().collect()
+    }
+
+    /// Counts "tokens" as runs of letters or digits plus other units (a stand-in BPE).
+    fn toy_tokens(t: &[u16]) -> usize {
+        let mut n = 0;
+        let mut in_word = false;
+        for &c in t {
+            let word = c < 128 && (c as u8).is_ascii_alphanumeric();
+            if !word || !in_word {
+                n += 1;
+            }
+            in_word = word;
+        }
+        n
+    }
+
+    struct Case {
+        contents: Vec<Vec<u16>>,
+        ids: Vec<Vec<u16>>,
+        source: Vec<bool>,
+        eligible: Vec<bool>,
+    }
+
+    impl Case {
+        fn new(texts: &[&str]) -> Case {
+            let n = texts.len();
+            Case {
+                contents: texts.iter().map(|t| u(t)).collect(),
+                ids: (0..n).map(|i| u(&format!("m{i}"))).collect(),
+                source: vec![true; n],
+                eligible: vec![true; n],
+            }
+        }
+
+        fn run(&self, options: &BlockOptions) -> (Vec<BlockRef>, Vec<Vec<u16>>) {
+            let contents: Vec<&[u16]> = self.contents.iter().map(|c| &c[..]).collect();
+            let ids: Vec<&[u16]> = self.ids.iter().map(|c| &c[..]).collect();
+            let conv = Conversation {
+                contents: &contents,
+                ids: &ids,
+                source: &self.source,
+                eligible: &self.eligible,
+            };
+            let refs = dedupe_blocks(&conv, options, &toy_tokens).unwrap();
+            let out = apply(&contents, &refs);
+            (refs, out)
+        }
+    }
+
+    fn small(min_lines: usize, min_chars: usize) -> BlockOptions {
+        BlockOptions {
+            min_lines,
+            min_chars,
+            ..BlockOptions::new()
+        }
+    }
+
+    fn text(v: &[u16]) -> String {
+        String::from_utf16_lossy(v)
+    }
+
+    #[test]
+    fn a_reread_file_becomes_a_reference_and_new_lines_stay() {
+        let file: Vec<String> = (1..=12)
+            .map(|i| format!("fn line_{i}() {{ do_something_useful({i}, &context); }}"))
+            .collect();
+        let mut edited = file.clone();
+        edited[6] = "fn line_7() { changed(); }".into();
+        let case = Case::new(&[&file.join("\n"), &edited.join("\n")]);
+        let (refs, out) = case.run(&BlockOptions::new());
+        assert_eq!(refs.len(), 2);
+        assert_eq!(
+            text(&out[1]),
+            "[ctxdedup: 6 lines unchanged, = m0 lines 1–6]\nfn line_7() { changed(); }\n[ctxdedup: 5 lines unchanged, = m0 lines 8–12]"
+        );
+        assert_eq!(text(&out[0]), file.join("\n"));
+    }
+
+    #[test]
+    fn shifted_line_numbers_are_regenerated() {
+        let body: Vec<String> = (0..10)
+            .map(|i| format!("    let value_{i} = compute({i}) + offset;"))
+            .collect();
+        let read = |first: usize, sep: &str| -> String {
+            body.iter()
+                .enumerate()
+                .map(|(k, l)| format!("{:>6}{sep}{l}", first + k))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let case = Case::new(&[&read(12, "\t"), &format!("header\n{}", read(14, "\t"))]);
+        let (refs, out) = case.run(&BlockOptions::new());
+        assert_eq!(refs.len(), 1);
+        assert_eq!(
+            text(&out[1]),
+            "header\n[ctxdedup: 10 lines unchanged, = m0 lines 1–10, numbered 14–23 here]"
+        );
+        let n = refs[0].numbering.unwrap();
+        assert_eq!(
+            (n.first, n.target_first, n.width, n.separator),
+            (14, 12, 6, b'\t' as u16)
+        );
+        // Another separator is another format: no match.
+        let case = Case::new(&[&read(12, "\t"), &read(14, "→")]);
+        assert!(case.run(&BlockOptions::new()).0.is_empty());
+        // With line numbers off, the shifted read is new text.
+        let case = Case::new(&[&read(12, "\t"), &read(14, "\t")]);
+        let off = BlockOptions {
+            line_numbers: false,
+            ..BlockOptions::new()
+        };
+        assert!(case.run(&off).0.is_empty());
+    }
+
+    #[test]
+    fn repeats_inside_one_message_point_above() {
+        let block = (0..6)
+            .map(|i| format!("error: test_{i} failed at src/lib.rs:{i}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let case = Case::new(&[&format!("{block}\n--- retry ---\n{block}")]);
+        let (refs, out) = case.run(&BlockOptions::new());
+        assert_eq!(refs.len(), 1);
+        assert_eq!((refs[0].target, refs[0].target_line), (0, 0));
+        assert!(
+            text(&out[0]).ends_with("--- retry ---\n[ctxdedup: 6 lines unchanged, = m0 lines 1–6]")
+        );
+    }
+
+    #[test]
+    fn short_or_unprofitable_runs_stay() {
+        let lines = "a\nb\nc\nd\ne";
+        let case = Case::new(&[lines, lines]);
+        assert!(
+            case.run(&BlockOptions::new()).0.is_empty(),
+            "below min_chars"
+        );
+        assert!(
+            case.run(&small(4, 0)).0.is_empty(),
+            "reference longer than the run"
+        );
+    }
+
+    #[test]
+    fn targets_skip_replaced_lines_and_non_sources() {
+        let a = (0..8)
+            .map(|i| format!("alpha line number {i} with some padding text"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut case = Case::new(&[&a, &a, &a]);
+        case.eligible[0] = false; // a system prompt: a source, never rewritten
+        let (refs, _) = case.run(&small(4, 50));
+        assert!(refs.iter().all(|r| r.target == 0));
+        case.source[0] = false;
+        case.eligible[0] = false;
+        let (refs, _) = case.run(&small(4, 50));
+        assert!(refs.iter().all(|r| r.target == 1 && r.message == 2));
+        // Lookback 0: only the same message may be a target.
+        let case = Case::new(&[&a, &a]);
+        let (refs, _) = case.run(&BlockOptions {
+            lookback: Some(0),
+            ..small(4, 50)
+        });
+        assert!(refs.is_empty());
+    }
+
+    #[test]
+    fn templates_are_checked() {
+        assert!(Template::parse(&u("{target} {from}"), false).is_err());
+        assert!(Template::parse(&u("{target} {from} {to}\n"), false).is_err());
+        assert!(Template::parse(&u("{target} {from} {to} {bogus}"), false).is_err());
+        assert!(Template::parse(&u("{target} {from} {to}"), true).is_err());
+        assert!(Template::parse(&u("{ {target} {from} {to} }"), false).is_ok());
+    }
+
+    #[test]
+    fn a_million_copies_of_one_line_is_linear() {
+        let line = "the same line again";
+        let big = vec![line; 1_000_000].join("\n");
+        let case = Case::new(&[&big]);
+        let (refs, out) = case.run(&BlockOptions::new());
+        assert!(!refs.is_empty());
+        assert!(out[0].len() < big.len() / 5);
+        let rebuilt = expand(&out, &refs);
+        assert_eq!(rebuilt[0], case.contents[0]);
+    }
+
+    #[test]
+    fn twenty_thousand_messages_of_identical_lines() {
+        let msg = vec!["identical line of text in every message"; 20].join("\n");
+        let texts = vec![msg.as_str(); 20_000];
+        let case = Case::new(&texts);
+        let (refs, out) = case.run(&BlockOptions::new());
+        assert!(refs.len() >= 19_999);
+        assert_eq!(expand(&out, &refs), case.contents);
+    }
+
+    // ---- properties against brute-force checks ----
+
+    const LINES: [&str; 8] = [
+        "alpha",
+        "beta",
+        "gamma delta",
+        "",
+        "     7\tseven",
+        "     8\teight",
+        "x\r",
+        "{}",
+    ];
+
+    fn conversation() -> impl Strategy<Value = (Vec<String>, Vec<bool>, Vec<bool>)> {
+        let message = prop::collection::vec(0..LINES.len() + 3, 0..14).prop_map(|picks| {
+            picks
+                .iter()
+                .enumerate()
+                .map(|(k, &p)| match p {
+                    p if p < LINES.len() => LINES[p].to_string(),
+                    p if p == LINES.len() => format!("{:>6}\tnum", 3 + k),
+                    p if p == LINES.len() + 1 => format!("{}→num", 1 + k),
+                    _ => format!("{}:x", 40 + k),
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        });
+        prop::collection::vec((message, any::<bool>(), any::<bool>()), 1..8).prop_map(|ms| {
+            let texts = ms.iter().map(|(t, _, _)| t.clone()).collect();
+            let source: Vec<bool> = ms.iter().map(|(_, s, e)| *s || *e).collect();
+            let eligible = ms.iter().map(|(_, _, e)| *e).collect();
+            (texts, source, eligible)
+        })
+    }
+
+    fn options() -> impl Strategy<Value = BlockOptions> {
+        (
+            1usize..5,
+            0usize..30,
+            any::<bool>(),
+            prop::option::of(0usize..4),
+        )
+            .prop_map(|(k, c, ln, lb)| BlockOptions {
+                min_lines: k,
+                min_chars: c,
+                line_numbers: ln,
+                lookback: lb,
+                reference: Template::parse(&u("<{target}:{from}-{to}>"), false).unwrap(),
+                numbered_reference: Template::parse(
+                    &u("<{target}:{from}-{to}#{numberedFrom}>"),
+                    true,
+                )
+                .unwrap(),
+            })
+    }
+
+    fn case_of(texts: &[String], source: Vec<bool>, eligible: Vec<bool>) -> Case {
+        let mut case = Case::new(&texts.iter().map(String::as_str).collect::<Vec<_>>());
+        case.source = source;
+        case.eligible = eligible;
+        case
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(600))]
+
+        #[test]
+        fn lossless_visible_net_positive((texts, source, eligible) in conversation(), options in options()) {
+            let case = case_of(&texts, source, eligible);
+            let (refs, out) = case.run(&options);
+            // Lossless from the output alone.
+            prop_assert_eq!(expand(&out, &refs), case.contents.clone());
+            for r in &refs {
+                // Only eligible messages are rewritten; targets are sources, earlier or above.
+                prop_assert!(case.eligible[r.message]);
+                prop_assert!(case.source[r.target] && r.target <= r.message);
+                if let Some(l) = options.lookback { prop_assert!(r.message - r.target <= l); }
+                // Visible: the target lines are output lines that no reference occupies.
+                let target_lines = out[r.target].split(|&c| c == b'\n' as u16).count();
+                prop_assert!(r.target_line + r.line_count <= target_lines);
+                for other in refs.iter().filter(|o| o.message == r.target) {
+                    let above = r.target != r.message || other.out_line < r.out_line;
+                    if above {
+                        prop_assert!(other.out_line < r.target_line || other.out_line >= r.target_line + r.line_count);
+                    }
+                }
+                if r.target == r.message { prop_assert!(r.target_line + r.line_count <= r.out_line); }
+                // Net positive, long enough.
+                prop_assert!(r.text.len() < r.unit_end - r.unit_start && r.tokens_after < r.tokens_before);
+                prop_assert!(r.line_count >= options.min_lines && r.unit_end - r.unit_start >= options.min_chars);
+                prop_assert_eq!(r.tokens_before, toy_tokens(&case.contents[r.message][r.unit_start..r.unit_end]));
+            }
+        }
+
+        #[test]
+        fn prefix_monotonic((texts, source, eligible) in conversation(), options in options(), cut in 0usize..8) {
+            let full = case_of(&texts, source.clone(), eligible.clone());
+            let cut = cut.min(texts.len());
+            let prefix = case_of(&texts[..cut], source[..cut].to_vec(), eligible[..cut].to_vec());
+            let (_, a) = full.run(&options);
+            let (_, b) = prefix.run(&options);
+            prop_assert_eq!(&a[..cut], &b[..]);
+        }
+
+        #[test]
+        fn untouched_without_repeats(lines in prop::collection::vec("[a-z]{1,6}", 0..30)) {
+            let mut unique = lines.clone();
+            unique.sort();
+            unique.dedup();
+            let text = unique.join("\n");
+            let case = Case::new(&[&text, "zzz"]);
+            let (refs, _) = case.run(&small(1, 0));
+            prop_assert!(refs.is_empty());
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! Binding of `ctxdedup_core::blocks`: converts a conversation in, references out.
+
+use crate::strings::JsStrings;
+use ctxdedup_core::blocks::{
+    dedupe_blocks, eligible_flags, BlockOptions, BlockRef, Conversation, Template,
+};
+use ctxdedup_core::messages::Eligibility;
+use ctxdedup_core::Utf16Arena;
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+/// Options of the block pass, validated by the TypeScript layer (templates by
+/// [`block_template_error`]).
+#[napi(object)]
+pub struct NativeBlockOptions {
+    pub min_lines: u32,
+    pub min_chars: u32,
+    pub line_numbers: bool,
+    pub lookback: Option<u32>,
+    /// The message stage's eligibility rule: minimum length and skipped prefixes (UTF-16 units).
+    pub message_min_chars: u32,
+    pub skip_prefixes: Vec<Uint16Array>,
+    /// UTF-16 code units of the reference templates (lossless, unlike `String`).
+    pub reference: Uint16Array,
+    pub numbered_reference: Uint16Array,
+}
+
+/// References as parallel columns (see `ctxdedup_core::blocks::BlockRef`); `numberedFirst` is
+/// `0xFFFFFFFF` for references without numbering.
+#[napi(object)]
+pub struct NativeBlocks {
+    pub message: Uint32Array,
+    pub line_start: Uint32Array,
+    pub line_count: Uint32Array,
+    pub unit_start: Uint32Array,
+    pub unit_end: Uint32Array,
+    pub out_line: Uint32Array,
+    pub target: Uint32Array,
+    pub target_line: Uint32Array,
+    pub numbered_first: Uint32Array,
+    pub target_numbered_first: Uint32Array,
+    pub width: Uint32Array,
+    pub separator: Uint32Array,
+    pub tokens_before: Uint32Array,
+    pub tokens_after: Uint32Array,
+    pub text: Vec<Utf16String>,
+}
+
+/// Why `template` cannot be a reference template, or `null`.
+#[napi(
+    catch_unwind,
+    ts_args_type = "template: Uint16Array, numbered: boolean"
+)]
+pub fn block_template_error(template: &[u16], numbered: bool) -> Option<String> {
+    Template::parse(template, numbered).err()
+}
+
+fn core_options(o: &NativeBlockOptions) -> Result<BlockOptions> {
+    let parse = |t: &[u16], numbered| {
+        Template::parse(t, numbered).map_err(|e| Error::new(Status::InvalidArg, e))
+    };
+    Ok(BlockOptions {
+        min_lines: o.min_lines as usize,
+        min_chars: o.min_chars as usize,
+        line_numbers: o.line_numbers,
+        lookback: o.lookback.map(|l| l as usize),
+        reference: parse(&o.reference, false)?,
+        numbered_reference: parse(&o.numbered_reference, true)?,
+    })
+}
+
+/// Everything one block pass needs, owned (so it can run off the JS thread).
+pub struct BlockJob {
+    contents: Utf16Arena,
+    ids: Utf16Arena,
+    source: Vec<bool>,
+    eligible: Vec<bool>,
+    options: BlockOptions,
+}
+
+impl BlockJob {
+    fn new(
+        contents: &JsStrings,
+        ids: &JsStrings,
+        source: &[u8],
+        blocked: &[u8],
+        options: &NativeBlockOptions,
+    ) -> Result<Self> {
+        let contents = contents.to_arena();
+        let rule = Eligibility {
+            min_chars: options.message_min_chars as usize,
+            skip_prefixes: options.skip_prefixes.iter().map(|p| p.to_vec()).collect(),
+        };
+        let blocked: Vec<bool> = blocked.iter().map(|&b| b != 0).collect();
+        Ok(BlockJob {
+            eligible: eligible_flags(&contents, &blocked, &rule),
+            contents,
+            ids: ids.to_arena(),
+            source: source.iter().map(|&b| b != 0).collect(),
+            options: core_options(options)?,
+        })
+    }
+
+    fn run(&self) -> Result<Vec<BlockRef>> {
+        let (contents, ids) = (slices(&self.contents), slices(&self.ids));
+        let conv = Conversation {
+            contents: &contents,
+            ids: &ids,
+            source: &self.source,
+            eligible: &self.eligible,
+        };
+        dedupe_blocks(&conv, &self.options, &crate::tokens_o200k)
+            .map_err(|e| Error::new(Status::InvalidArg, e))
+    }
+}
+
+fn slices(arena: &Utf16Arena) -> Vec<&[u16]> {
+    (0..ctxdedup_core::Utf16Source::count(arena))
+        .map(|i| arena.get(i))
+        .collect()
+}
+
+fn to_js(refs: Vec<BlockRef>) -> NativeBlocks {
+    let column = |f: &dyn Fn(&BlockRef) -> usize| {
+        Uint32Array::new(refs.iter().map(|r| f(r) as u32).collect())
+    };
+    let numbering = |f: &dyn Fn(&ctxdedup_core::blocks::Numbering) -> u32| {
+        Uint32Array::new(
+            refs.iter()
+                .map(|r| r.numbering.as_ref().map_or(u32::MAX, f))
+                .collect(),
+        )
+    };
+    NativeBlocks {
+        message: column(&|r| r.message),
+        line_start: column(&|r| r.line_start),
+        line_count: column(&|r| r.line_count),
+        unit_start: column(&|r| r.unit_start),
+        unit_end: column(&|r| r.unit_end),
+        out_line: column(&|r| r.out_line),
+        target: column(&|r| r.target),
+        target_line: column(&|r| r.target_line),
+        numbered_first: numbering(&|n| n.first),
+        target_numbered_first: numbering(&|n| n.target_first),
+        width: numbering(&|n| n.width),
+        separator: numbering(&|n| u32::from(n.separator)),
+        tokens_before: column(&|r| r.tokens_before),
+        tokens_after: column(&|r| r.tokens_after),
+        text: refs
+            .iter()
+            .map(|r| Utf16String::from(r.text.clone()))
+            .collect(),
+    }
+}
+
+/// The block pass over one conversation, on the calling thread. `source[i]`: the model sees
+/// message `i`'s text (it may be a target); `blocked[i]`: its shape (role, tool calls, content
+/// type) or an earlier whole-message replacement keeps it from being rewritten.
+#[napi(
+    catch_unwind,
+    ts_args_type = "contents: string[], ids: string[], source: Uint8Array, blocked: Uint8Array, options: NativeBlockOptions"
+)]
+pub fn dedupe_blocks_sync(
+    contents: JsStrings,
+    ids: JsStrings,
+    source: &[u8],
+    blocked: &[u8],
+    options: NativeBlockOptions,
+) -> Result<NativeBlocks> {
+    Ok(to_js(
+        BlockJob::new(&contents, &ids, source, blocked, &options)?.run()?,
+    ))
+}
+
+impl Task for BlockJob {
+    type Output = Vec<BlockRef>;
+    type JsValue = NativeBlocks;
+
+    fn compute(&mut self) -> Result<Self::Output> {
+        crate::guarded("block dedup", || self.run())
+    }
+
+    fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {
+        Ok(to_js(output))
+    }
+}
+
+/// [`dedupe_blocks_sync`] on a libuv worker thread (the contents are copied first).
+#[napi(
+    catch_unwind,
+    ts_args_type = "contents: string[], ids: string[], source: Uint8Array, blocked: Uint8Array, options: NativeBlockOptions",
+    ts_return_type = "Promise<NativeBlocks>"
+)]
+pub fn dedupe_blocks_async(
+    contents: JsStrings,
+    ids: JsStrings,
+    source: &[u8],
+    blocked: &[u8],
+    options: NativeBlockOptions,
+) -> Result<AsyncTask<BlockJob>> {
+    Ok(AsyncTask::new(BlockJob::new(
+        &contents, &ids, source, blocked, &options,
+    )?))
+}

@@ -1,0 +1,312 @@
+/**
+ * Block dedup inside messages: runs of lines the model has already seen become one-line
+ * references; every new line stays in place. The matching lives in ctxdedup-core
+ * (`blocks.rs`); this module validates the options, turns the native references into rewritten
+ * messages, decisions and markers, and expands a rewritten conversation from its output alone.
+ * @module
+ */
+import { describe, expectArray, expectObject, optionalNumber, rangeError, show, typeError } from '../errors.js';
+import type { NativeBlockOptions, NativeBlocks } from '../native.js';
+import { native } from '../native.js';
+import { utf16 } from './message-analysis.js';
+
+/** Options of the block pass (`dedupeMessages(messages, { keep: 'earliest', blocks: { … } })`). */
+export interface BlockOptions {
+  /** Minimum lines in a replaced run. Default `4`. */
+  minLines?: number;
+  /** Minimum characters (UTF-16 units, line breaks inside the run included) in a replaced run. Default `200`. */
+  minChars?: number;
+  /**
+   * `'auto'` (default): lines that start with a line number (`cat -n`, `nl`, `12→`, `12|`,
+   * `grep -n`'s `12:`) also match on the text after the number, when the numbers of the replaced
+   * lines can be regenerated exactly from the target's. `'off'`: lines match only as they are.
+   */
+  lineNumbers?: 'auto' | 'off';
+  /** How many messages back a reference may point (`0`: only earlier in the same message). Default: no limit. */
+  lookback?: number;
+  /**
+   * Reference line templates. Fields: `{lines}`, `{target}` (the target message's id), `{from}`,
+   * `{to}` (1-based lines of the target message as it appears in the output), and for numbered
+   * runs `{numberedFrom}`, `{numberedTo}` (the numbers the replaced lines carried). A template
+   * must be one line and name `{target}`, `{from}` and `{to}` (and `{numberedFrom}` when numbered).
+   */
+  reference?: string;
+  numberedReference?: string;
+}
+
+/** Default reference templates. */
+export const DEFAULT_BLOCK_TEMPLATES = {
+  reference: '[ctxdedup: {lines} lines unchanged, = {target} lines {from}–{to}]',
+  numberedReference: '[ctxdedup: {lines} lines unchanged, = {target} lines {from}–{to}, numbered {numberedFrom}–{numberedTo} here]',
+} as const;
+
+/** How the replaced lines' numbers are regenerated from the target's lines. */
+export interface BlockNumbering {
+  /** Number carried by the first replaced line; the others follow consecutively. */
+  first: number;
+  /** Number carried by the first target line. */
+  targetFirst: number;
+  /** Width the number is right-aligned to with spaces (0: no padding). */
+  width: number;
+  /** The character after the number: tab, `→`, `|` or `:`. */
+  separator: string;
+}
+
+/** One reference line in a rewritten message (kept in `metadata.ctxdedup.references`). */
+export interface BlockReference {
+  /** 0-based line of the reference in the message's output content. */
+  line: number;
+  /** How many lines it stands for. */
+  lines: number;
+  /** Id of the message whose lines are meant (earlier, or this message above the reference). */
+  target: string;
+  /** 1-based first line in the target message's output content (verbatim there). */
+  from: number;
+  numbered?: BlockNumbering;
+}
+
+/** Marker in `metadata.ctxdedup` of a message whose line runs were replaced. */
+export interface BlocksMarker {
+  kind: 'blocks';
+  references: BlockReference[];
+  /** The original message had no `metadata` field. */
+  metadataAbsent?: true;
+}
+
+/** Why one run of lines was replaced. */
+export interface BlockDecision {
+  index: number;
+  id: string;
+  kind: 'block';
+  /** The message whose lines the reference points at (kept verbatim there). */
+  duplicateOfIndex: number;
+  duplicateOfId: string;
+  /** 1-based lines replaced, in the input message. */
+  lines: { from: number; to: number };
+  /** 1-based lines pointed at, in the target message's output. */
+  targetLines: { from: number; to: number };
+  /** Line numbers the replaced lines carried, when regenerated from the target's. */
+  numbered?: { from: number; to: number };
+  charsBefore: number;
+  charsAfter: number;
+  charsSaved: number;
+  /** o200k_base tokens of the replaced lines and of the reference. */
+  tokensBefore: number;
+  tokensAfter: number;
+  tokensSaved: number;
+}
+
+/** The validated block options, ready for the native pass. @internal */
+export type ResolvedBlockOptions = Omit<NativeBlockOptions, 'messageMinChars' | 'skipPrefixes'>;
+
+function template(value: unknown, path: string, fallback: string, numbered: boolean): Uint16Array {
+  if (value === undefined) return utf16([fallback])[0] as Uint16Array;
+  if (typeof value !== 'string') typeError(path, `must be a string, got ${describe(value)}`);
+  const units = utf16([value])[0] as Uint16Array;
+  const problem = native.blockTemplateError(units, numbered);
+  if (problem !== null) typeError(path, problem);
+  return units;
+}
+
+/**
+ * Validates `options.blocks` (`true`, `false`/`undefined`, or an object) against the other
+ * options. Returns `undefined` when the block pass is off. @internal
+ */
+export function resolveBlockOptions(
+  option: unknown,
+  context: { keep: unknown; fuzzy: boolean; recencyWindow: number },
+): ResolvedBlockOptions | undefined {
+  if (option === undefined || option === false) return undefined;
+  if (option !== true) expectObject(option, 'options.blocks');
+  if (context.keep !== 'earliest') {
+    typeError('options.blocks', `requires options.keep: 'earliest' (a reference must point at a copy already sent), got keep: ${show(context.keep ?? 'latest')}`);
+  }
+  if (context.fuzzy) typeError('options.blocks', 'cannot be combined with options.fuzzy (near-duplicate replacement is lossy and rewrites earlier messages)');
+  if (context.recencyWindow > 0) {
+    rangeError('options.blocks', `requires options.recencyWindow: 0 (a window would rewrite messages already sent once they leave it), got ${context.recencyWindow}`);
+  }
+  const o = (option === true ? {} : option) as Record<string, unknown>;
+  const own = (key: string): unknown => (Object.hasOwn(o, key) ? o[key] : undefined);
+  const lineNumbers = own('lineNumbers') ?? 'auto';
+  if (lineNumbers !== 'auto' && lineNumbers !== 'off') typeError('options.blocks.lineNumbers', `must be 'auto' or 'off', got ${show(lineNumbers)}`);
+  const lookback = own('lookback');
+  return {
+    minLines: optionalNumber(own('minLines'), 'options.blocks.minLines', 4, { min: 1, max: 2 ** 32 - 1, integer: true }),
+    minChars: optionalNumber(own('minChars'), 'options.blocks.minChars', 200, { min: 0, max: 2 ** 32 - 1, integer: true }),
+    lineNumbers: lineNumbers === 'auto',
+    lookback: lookback === undefined ? undefined : optionalNumber(lookback, 'options.blocks.lookback', 0, { min: 0, max: 2 ** 32 - 1, integer: true }),
+    reference: template(own('reference'), 'options.blocks.reference', DEFAULT_BLOCK_TEMPLATES.reference, false),
+    numberedReference: template(own('numberedReference'), 'options.blocks.numberedReference', DEFAULT_BLOCK_TEMPLATES.numberedReference, true),
+  };
+}
+
+interface Identified {
+  id: string;
+  content?: unknown;
+  metadata?: Record<string, unknown>;
+}
+
+/**
+ * Rewrites the messages the native pass found runs in: `out[i]` gets the new content and a
+ * {@link BlocksMarker}, `verbatim[id]` the original. Returns one decision per reference. @internal
+ */
+export function applyBlocks<M extends Identified>(originals: readonly M[], out: M[], verbatim: Record<string, M>, found: NativeBlocks): BlockDecision[] {
+  const decisions: BlockDecision[] = [];
+  const count = found.message.length;
+  let k = 0;
+  while (k < count) {
+    const index = found.message[k] as number;
+    const original = originals[index] as M;
+    const content = original.content as string;
+    const parts: string[] = [];
+    const references: BlockReference[] = [];
+    let at = 0;
+    for (; k < count && found.message[k] === index; k++) {
+      const start = found.unitStart[k] as number;
+      const end = found.unitEnd[k] as number;
+      const text = found.text[k] as string;
+      const target = found.target[k] as number;
+      const targetId = (originals[target] as M).id;
+      const lines = found.lineCount[k] as number;
+      const from = (found.targetLine[k] as number) + 1;
+      const lineStart = (found.lineStart[k] as number) + 1;
+      parts.push(content.slice(at, start), text);
+      at = end;
+      const reference: BlockReference = { line: found.outLine[k] as number, lines, target: targetId, from };
+      const decision: BlockDecision = {
+        index,
+        id: original.id,
+        kind: 'block',
+        duplicateOfIndex: target,
+        duplicateOfId: targetId,
+        lines: { from: lineStart, to: lineStart + lines - 1 },
+        targetLines: { from, to: from + lines - 1 },
+        charsBefore: end - start,
+        charsAfter: text.length,
+        charsSaved: end - start - text.length,
+        tokensBefore: found.tokensBefore[k] as number,
+        tokensAfter: found.tokensAfter[k] as number,
+        tokensSaved: (found.tokensBefore[k] as number) - (found.tokensAfter[k] as number),
+      };
+      const first = found.numberedFirst[k] as number;
+      if (first !== 0xffffffff) {
+        reference.numbered = {
+          first,
+          targetFirst: found.targetNumberedFirst[k] as number,
+          width: found.width[k] as number,
+          separator: String.fromCharCode(found.separator[k] as number),
+        };
+        decision.numbered = { from: first, to: first + lines - 1 };
+      }
+      references.push(reference);
+      decisions.push(decision);
+    }
+    parts.push(content.slice(at));
+    const marker: BlocksMarker = { kind: 'blocks', references };
+    if (original.metadata === undefined) marker.metadataAbsent = true;
+    out[index] = { ...original, content: parts.join(''), metadata: { ...(original.metadata ?? {}), ctxdedup: marker } };
+    verbatim[original.id] = original;
+  }
+  return decisions;
+}
+
+/** The prefix of a numbered line: the number right-aligned to `width`, then the separator. */
+function numberPrefix(n: BlockNumbering, number: number): string {
+  return String(number).padStart(n.width, ' ') + n.separator;
+}
+
+function expandBlocks(content: string, marker: BlocksMarker, path: string, outputOf: (id: string, at: string) => string[]): string {
+  const lines = content.split('\n');
+  const byLine = new Map<number, BlockReference>();
+  const refs: unknown = marker.references;
+  expectArray(refs, `${path}.references`);
+  for (let r = 0; r < refs.length; r++) {
+    const ref = refs[r] as BlockReference | undefined;
+    expectObject(ref, `${path}.references[${r}]`);
+    byLine.set(ref.line, ref);
+  }
+  const expanded: string[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    const ref = byLine.get(i);
+    if (ref === undefined) {
+      expanded.push(lines[i] as string);
+      continue;
+    }
+    const at = `${path}.references (line ${i})`;
+    const target = outputOf(ref.target, at);
+    if (!Number.isInteger(ref.from) || !Number.isInteger(ref.lines) || ref.from < 1 || ref.from - 1 + ref.lines > target.length) {
+      rangeError(at, `points at lines ${show(ref.from)}+${show(ref.lines)} of ${show(ref.target)}, which has ${target.length}`);
+    }
+    for (let t = 0; t < ref.lines; t++) {
+      const source = target[ref.from - 1 + t] as string;
+      const n = ref.numbered;
+      expanded.push(n === undefined ? source : numberPrefix(n, n.first + t) + source.slice(numberPrefix(n, n.targetFirst + t).length));
+    }
+  }
+  return expanded.join('\n');
+}
+
+/**
+ * Rebuilds the original conversation from a deduplicated one alone, without the verbatim map:
+ * every block reference's target lines are in the output, and a whole-message exact reference
+ * names a message that is in it. Near-duplicate (fuzzy) replacements are lossy and cannot be
+ * expanded: use {@link restoreMessages} with the verbatim map for those.
+ *
+ * @throws TypeError if `messages` is not an array of messages; RangeError if a reference names a
+ *   message or lines that are not in `messages`, or a message is a near-duplicate replacement.
+ * @example
+ * const { messages } = dedupeMessages(conversation, { keep: 'earliest', blocks: true });
+ * expandMessages(messages); // deep-equals conversation
+ */
+export function expandMessages<M extends Identified>(messages: readonly M[]): M[] {
+  expectArray(messages, 'messages');
+  const index = new Map<string, number>();
+  const split = new Map<number, string[]>();
+  for (let i = 0; i < messages.length; i++) {
+    const m: unknown = messages[i];
+    expectObject(m, `messages[${i}]`);
+    if (typeof m['id'] === 'string' && !index.has(m['id'])) index.set(m['id'], i);
+  }
+  const outputLines = (id: string, at: string): string[] => {
+    const i = index.get(id);
+    if (i === undefined) rangeError(at, `names ${show(id)}, which is not in messages`);
+    let lines = split.get(i);
+    if (lines === undefined) {
+      const content = (messages[i] as M).content;
+      if (typeof content !== 'string') rangeError(at, `names ${show(id)}, whose content is not a string`);
+      lines = content.split('\n');
+      split.set(i, lines);
+    }
+    return lines;
+  };
+  const expanded: M[] = [];
+  for (let i = 0; i < messages.length; i++) {
+    const message = messages[i] as M;
+    const marker = message.metadata?.['ctxdedup'] as Record<string, unknown> | undefined;
+    if (marker === undefined) {
+      expanded.push(message);
+      continue;
+    }
+    const path = `messages[${i}].metadata.ctxdedup`;
+    expectObject(marker, path);
+    let content: string;
+    if (marker['kind'] === 'blocks') {
+      if (typeof message.content !== 'string') typeError(`messages[${i}].content`, `must be a string, got ${describe(message.content)}`);
+      content = expandBlocks(message.content, marker as unknown as BlocksMarker, path, outputLines);
+    } else if (marker['kind'] === 'exact') {
+      const of = marker['duplicateOf'];
+      if (typeof of !== 'string') typeError(`${path}.duplicateOf`, `must be a string, got ${describe(of)}`);
+      const at = index.get(of);
+      if (at === undefined || at >= i) rangeError(`${path}.duplicateOf`, `names ${show(of)}, which is not an earlier message`);
+      content = (expanded[at] as M).content as string;
+    } else {
+      rangeError(path, `is a ${show(marker['kind'])} replacement, which cannot be expanded from the output (near duplicates are lossy): use restoreMessages with the verbatim map`);
+    }
+    const { ctxdedup: _, ...metadata } = message.metadata ?? {};
+    const restored = { ...message, content } as M;
+    if (marker['metadataAbsent'] === true) delete restored.metadata;
+    else restored.metadata = metadata;
+    expanded.push(restored);
+  }
+  return expanded;
+}
