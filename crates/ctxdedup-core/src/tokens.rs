@@ -116,32 +116,47 @@ pub fn count_str(encoding: Encoding, text: &str) -> usize {
     })
 }
 
-/// Counts of pieces already seen, per encoding: natural text repeats its words, and a hash
-/// lookup is much cheaper than encoding. Bounded: each map is cleared when full. Per thread, so
-/// no locking. Keys of short pieces are integers, so the maps stay small and cache-friendly.
-#[derive(Default)]
+/// Counts of pieces already seen, per encoding: natural text repeats its words, and a lookup is
+/// much cheaper than encoding. Short pieces go to direct-mapped tables (one probe, a new piece
+/// replaces the one in its slot), so memory is fixed and the hot words stay in cache; longer ones
+/// to a map that is cleared when full. Per thread, so no locking.
 struct PieceCache {
-    /// Pieces of 2 to 7 bytes (most words), keyed by [`short_key`].
-    tiny: HashMap<u64, u32, ahash::RandomState>,
-    /// Pieces of 8 to 15 bytes, keyed by [`short_key`].
-    short: HashMap<u128, u32, ahash::RandomState>,
+    /// Pieces of 2 to 7 bytes (most words): slot = hash of [`short_key`]; key 0 is empty.
+    tiny: Box<[(u64, u32)]>,
+    /// Pieces of 8 to 15 bytes.
+    short: Box<[(u128, u32)]>,
     /// Pieces of 16 to [`CACHED_PIECE_BYTES`] bytes.
     long: HashMap<Box<[u8]>, u32, ahash::RandomState>,
 }
 
-/// Pieces cached at most, per map, encoding and thread.
-const CACHE_CAPACITY: usize = 1 << 15;
+/// Slots of the direct-mapped tables (1 MiB and 512 KiB per encoding and thread).
+const TINY_BITS: u32 = 16;
+const SHORT_BITS: u32 = 14;
+
+/// Pieces in the map of longer pieces at most, per encoding and thread.
+const LONG_CAPACITY: usize = 1 << 16;
 
 /// Longest piece (bytes) that is cached.
 const CACHED_PIECE_BYTES: usize = 64;
+
+impl Default for PieceCache {
+    fn default() -> Self {
+        Self {
+            tiny: vec![(0, 0); 1 << TINY_BITS].into_boxed_slice(),
+            short: vec![(0, 0); 1 << SHORT_BITS].into_boxed_slice(),
+            long: HashMap::default(),
+        }
+    }
+}
 
 thread_local! {
     static CACHES: RefCell<[PieceCache; 2]> = RefCell::new(Default::default());
 }
 
 /// `len * 256^len` plus the bytes read as a big-endian number, for pieces of up to 15 bytes: one
-/// key per piece (the keys of pieces of one length lie in `[len * 256^len, (len + 1) * 256^len)`).
-/// Built in registers: copying into a byte array and reading it back stalls on store forwarding.
+/// key per piece, never 0 (the keys of pieces of one length lie in
+/// `[len * 256^len, (len + 1) * 256^len)`). Built in registers: copying into a byte array and
+/// reading it back stalls on store forwarding.
 #[inline(always)]
 fn short_key(bytes: &[u8]) -> u128 {
     bytes
@@ -149,37 +164,43 @@ fn short_key(bytes: &[u8]) -> u128 {
         .fold(bytes.len() as u128, |k, &b| (k << 8) | u128::from(b))
 }
 
-/// Looks `key` up in `map`, or counts `piece` and remembers it.
+/// Fibonacci hashing: the top `bits` bits of `x` times 2^64 / phi.
 #[inline(always)]
-fn cached<K: std::hash::Hash + Eq>(
-    map: &mut HashMap<K, u32, ahash::RandomState>,
-    key: K,
-    bpe: &BytePairEncoding,
-    piece: &str,
-) -> usize {
-    if let Some(&n) = map.get(&key) {
-        return n as usize;
-    }
-    let n = count_piece(bpe, piece);
-    if map.len() >= CACHE_CAPACITY {
-        map.clear();
-    }
-    map.insert(key, n as u32);
-    n
+fn slot(x: u64, bits: u32) -> usize {
+    (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - bits)) as usize
 }
 
 fn count_piece_cached(bpe: &BytePairEncoding, cache: &mut PieceCache, piece: &str) -> usize {
     let bytes = piece.as_bytes();
     match bytes.len() {
         1 => 1,
-        // 7 * 256^7 + 256^7 = 2^59 fits in a u64.
-        2..=7 => cached(&mut cache.tiny, short_key(bytes) as u64, bpe, piece),
-        8..=15 => cached(&mut cache.short, short_key(bytes), bpe, piece),
+        // 7 * 256^7 + 256^7 = 2^59: fits in a u64.
+        2..=7 => {
+            let key = short_key(bytes) as u64;
+            let entry = &mut cache.tiny[slot(key, TINY_BITS)];
+            if entry.0 != key {
+                *entry = (key, count_piece(bpe, piece) as u32);
+            }
+            entry.1 as usize
+        }
+        8..=15 => {
+            let key = short_key(bytes);
+            let entry = &mut cache.short[slot(key as u64 ^ (key >> 64) as u64, SHORT_BITS)];
+            if entry.0 != key {
+                *entry = (key, count_piece(bpe, piece) as u32);
+            }
+            entry.1 as usize
+        }
         16..=CACHED_PIECE_BYTES => {
             if let Some(&n) = cache.long.get(bytes) {
                 return n as usize;
             }
-            cached(&mut cache.long, bytes.into(), bpe, piece)
+            let n = count_piece(bpe, piece);
+            if cache.long.len() >= LONG_CAPACITY {
+                cache.long.clear();
+            }
+            cache.long.insert(bytes.into(), n as u32);
+            n
         }
         _ => count_piece(bpe, piece),
     }
@@ -662,6 +683,31 @@ mod tests {
         assert_eq!(count_str(Encoding::Cl100kBase, "\u{FEFF}"), 2);
         assert_eq!(count_str(Encoding::O200kBase, "\u{FEFF}hello"), 3);
         assert_eq!(count_str(Encoding::O200kBase, " \u{FEFF}"), 1);
+    }
+
+    #[test]
+    fn cached_counts_equal_uncached_counts() {
+        // Many distinct pieces of every cached length, so that slots are replaced and the map of
+        // longer pieces is cleared; counted twice (cold, then warm).
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut text = String::new();
+        for _ in 0..150_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let len = 1 + (state % 70) as usize;
+            text.push(' ');
+            for i in 0..len {
+                text.push(char::from(b'a' + ((state >> (i % 60)) % 26) as u8));
+            }
+        }
+        for enc in [Encoding::O200kBase, Encoding::Cl100kBase] {
+            let bpe = enc.bpe();
+            let mut uncached = 0;
+            for_each_piece(enc, &text, |p| uncached += count_piece(bpe, p));
+            assert_eq!(count_str(enc, &text), uncached);
+            assert_eq!(count_str(enc, &text), uncached);
+        }
     }
 
     #[test]
