@@ -117,21 +117,22 @@ pub fn count_str(encoding: Encoding, text: &str) -> usize {
 }
 
 /// Counts of pieces already seen, per encoding: natural text repeats its words, and a lookup is
-/// much cheaper than encoding. Short pieces go to direct-mapped tables (one probe, a new piece
-/// replaces the one in its slot), so memory is fixed and the hot words stay in cache; longer ones
-/// to a map that is cleared when full. Per thread, so no locking.
+/// much cheaper than encoding. Short pieces go to two-way set-associative tables (both ways of a
+/// set share a cache line; a new piece evicts the less recently used one), so memory is fixed
+/// and the hot words stay in cache; longer ones to a map that is cleared when full. Per thread,
+/// so no locking.
 struct PieceCache {
-    /// Pieces of 2 to 7 bytes (most words): slot = hash of [`short_key`]; key 0 is empty.
-    tiny: Box<[(u64, u32)]>,
+    /// Pieces of 2 to 7 bytes (most words), keyed by [`short_key`]; key 0 is an empty way.
+    tiny: Box<[[(u64, u32); 2]]>,
     /// Pieces of 8 to 15 bytes.
-    short: Box<[(u128, u32)]>,
+    short: Box<[[(u128, u32); 2]]>,
     /// Pieces of 16 to [`CACHED_PIECE_BYTES`] bytes.
     long: HashMap<Box<[u8]>, u32, ahash::RandomState>,
 }
 
-/// Slots of the direct-mapped tables (1 MiB and 512 KiB per encoding and thread).
-const TINY_BITS: u32 = 16;
-const SHORT_BITS: u32 = 14;
+/// Sets of the associative tables (512 KiB and 512 KiB per encoding and thread).
+const TINY_BITS: u32 = 14;
+const SHORT_BITS: u32 = 13;
 
 /// Pieces in the map of longer pieces at most, per encoding and thread.
 const LONG_CAPACITY: usize = 1 << 16;
@@ -142,11 +143,27 @@ const CACHED_PIECE_BYTES: usize = 64;
 impl Default for PieceCache {
     fn default() -> Self {
         Self {
-            tiny: vec![(0, 0); 1 << TINY_BITS].into_boxed_slice(),
-            short: vec![(0, 0); 1 << SHORT_BITS].into_boxed_slice(),
+            tiny: vec![[(0, 0); 2]; 1 << TINY_BITS].into_boxed_slice(),
+            short: vec![[(0, 0); 2]; 1 << SHORT_BITS].into_boxed_slice(),
             long: HashMap::default(),
         }
     }
+}
+
+/// The count of the piece whose key is `key` in `set`, or `count()` remembered there.
+#[inline(always)]
+fn lookup<K: Copy + Eq>(set: &mut [(K, u32); 2], key: K, count: impl FnOnce() -> usize) -> usize {
+    if set[0].0 == key {
+        return set[0].1 as usize;
+    }
+    if set[1].0 == key {
+        set.swap(0, 1);
+        return set[0].1 as usize;
+    }
+    let n = count();
+    set[1] = set[0];
+    set[0] = (key, n as u32);
+    n
 }
 
 thread_local! {
@@ -177,19 +194,13 @@ fn count_piece_cached(bpe: &BytePairEncoding, cache: &mut PieceCache, piece: &st
         // 7 * 256^7 + 256^7 = 2^59: fits in a u64.
         2..=7 => {
             let key = short_key(bytes) as u64;
-            let entry = &mut cache.tiny[slot(key, TINY_BITS)];
-            if entry.0 != key {
-                *entry = (key, count_piece(bpe, piece) as u32);
-            }
-            entry.1 as usize
+            let set = &mut cache.tiny[slot(key, TINY_BITS)];
+            lookup(set, key, || count_piece(bpe, piece))
         }
         8..=15 => {
             let key = short_key(bytes);
-            let entry = &mut cache.short[slot(key as u64 ^ (key >> 64) as u64, SHORT_BITS)];
-            if entry.0 != key {
-                *entry = (key, count_piece(bpe, piece) as u32);
-            }
-            entry.1 as usize
+            let set = &mut cache.short[slot(key as u64 ^ (key >> 64) as u64, SHORT_BITS)];
+            lookup(set, key, || count_piece(bpe, piece))
         }
         16..=CACHED_PIECE_BYTES => {
             if let Some(&n) = cache.long.get(bytes) {
