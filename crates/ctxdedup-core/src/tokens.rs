@@ -105,6 +105,20 @@ fn utf16_to_utf8_lossy(text: &[u16]) -> String {
             i += 1;
             continue;
         }
+        if u < 0x800 {
+            utf8.extend_from_slice(&[0xC0 | (u >> 6) as u8, 0x80 | (u & 0x3F) as u8]);
+            i += 1;
+            continue;
+        }
+        if !(0xD800..0xE000).contains(&u) {
+            utf8.extend_from_slice(&[
+                0xE0 | (u >> 12) as u8,
+                0x80 | ((u >> 6) & 0x3F) as u8,
+                0x80 | (u & 0x3F) as u8,
+            ]);
+            i += 1;
+            continue;
+        }
         let next = text.get(i + 1).copied().unwrap_or(0);
         let (c, width) = if (0xD800..0xDC00).contains(&u) && (0xDC00..0xE000).contains(&next) {
             let cp = 0x10000 + ((u32::from(u) - 0xD800) << 10) + (u32::from(next) - 0xDC00);
