@@ -93,7 +93,7 @@ export async function run(): Promise<BenchRow[]> {
           return n;
         },
       ],
-    ]);
+    ], { minSamples: 8, maxTime: 4 });
     const note = `${gptTotal} tokens, counts equal; one call per line`;
     rows.push(opsRow('tokens', `${encoding}: ${(mc).toFixed(2)} MB corpus, countTokens per line`, get(results, 'native'), get(results, 'gpt-tokenizer'), mc, note));
     rows.push(opsRow('tokens', `${encoding}: same, countTokensBatch (one call)`, get(results, 'native batch'), get(results, 'gpt-tokenizer'), mc, note));
