@@ -4,10 +4,10 @@
  * @internal
  * @module
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { packageRoot } from './package-root.js';
 
 /** Options of the native message analysis (validated by the caller). @internal */
 export interface NativeAnalyzeOptions {
@@ -172,33 +172,38 @@ function platformIds(): string[] {
   return [`${platform}-${arch}`];
 }
 
-function packageRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    const manifest = join(dir, 'package.json');
-    if (existsSync(manifest) && (JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string }).name === 'ctxdedup') {
-      return dir;
-    }
-    const parent = dirname(dir);
-    if (parent === dir) throw new Error('ctxdedup: cannot locate the package root');
-    dir = parent;
-  }
+/** Where the loaded addon came from (what `ctxdedup doctor` prints). @internal */
+export interface NativeOrigin {
+  /** The file that was loaded. */
+  file: string;
+  /** How it was found: the `CTXDEDUP_NATIVE_PATH` override, a build inside the package, or a platform package. */
+  via: 'CTXDEDUP_NATIVE_PATH' | 'package build' | 'platform package';
+  /** The napi platform id it was loaded as (undefined for the override). */
+  platform: string | undefined;
+  /** Candidates tried before it, with why they failed to load. */
+  failures: string[];
 }
+
+let origin: NativeOrigin | undefined;
 
 function load(): NativeBinding {
   const require = createRequire(import.meta.url);
   const ids = platformIds();
   const root = packageRoot();
   const override = process.env['CTXDEDUP_NATIVE_PATH'];
-  const candidates = [
-    ...(override ? [override] : []),
-    ...ids.map((id) => join(root, 'npm', id, `ctxdedup.${id}.node`)).filter((path) => existsSync(path)),
-    ...ids.map((id) => `ctxdedup-${id}`),
+  const candidates: { path: string; via: NativeOrigin['via']; platform: string | undefined }[] = [
+    ...(override ? [{ path: override, via: 'CTXDEDUP_NATIVE_PATH' as const, platform: undefined }] : []),
+    ...ids
+      .map((id) => ({ path: join(root, 'npm', id, `ctxdedup.${id}.node`), via: 'package build' as const, platform: id }))
+      .filter((c) => existsSync(c.path)),
+    ...ids.map((id) => ({ path: `ctxdedup-${id}`, via: 'platform package' as const, platform: id })),
   ];
   const failures: string[] = [];
-  for (const candidate of candidates) {
+  for (const { path: candidate, via, platform } of candidates) {
     try {
-      return require(candidate) as NativeBinding;
+      const binding = require(candidate) as NativeBinding;
+      origin = { file: require.resolve(candidate), via, platform, failures: failures.slice() };
+      return binding;
     } catch (error) {
       failures.push(`${candidate}: ${(error as Error).message.split('\n')[0]}`);
     }
@@ -211,3 +216,6 @@ function load(): NativeBinding {
 
 /** The loaded addon. @internal */
 export const native: NativeBinding = load();
+
+/** Where {@link native} was loaded from. @internal */
+export const nativeOrigin: NativeOrigin = origin as NativeOrigin;

@@ -118,6 +118,10 @@ describe('block dedup: rules', () => {
     expect(d?.numbered).toEqual({ from: 3, to: 17 });
     const marker = r.messages[1]?.metadata?.['ctxdedup'] as BlocksMarker;
     expect(marker.references[0]?.numbered).toEqual({ first: 3, targetFirst: 1, width: 6, separator: '\t' });
+    // A numbered read of lines first shown without numbers (cat, then cat -n).
+    const plain = checkGuarantees([msg('p', body.join('\n')), msg('n', `header\n${catN(body, 1)}`)]);
+    expect(plain.messages[1]?.content).toBe('header\n[ctxdedup: 15 lines unchanged, = p lines 1–15, numbered 1–15 here]');
+    expect((plain.messages[1]?.metadata?.['ctxdedup'] as BlocksMarker).references[0]?.numbered).toEqual({ first: 1, width: 6, separator: '\t' });
     // Off: a shifted read is new text.
     expect(blockDecisions(dedupeMessages(input, { keep: 'earliest', blocks: { lineNumbers: 'off' } }))).toEqual([]);
   });

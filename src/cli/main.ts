@@ -3,7 +3,7 @@
  * Entry point of the `ctxdedup` binary. See {@link run} for the commands.
  * @module
  */
-import { run } from './run.js';
+import type { run as Run } from './run.js';
 
 const argv = process.argv.slice(2);
 
@@ -16,11 +16,17 @@ if (argv[0] === 'serve') {
   // The server owns its flags, signals and lifetime (src/server/main.ts); load it only when asked.
   const { main } = await import('../server/main.js');
   await main(argv.slice(1));
+} else if (argv[0] === 'doctor') {
+  // Before anything loads the native addon, so a broken install gets a diagnosis, not a crash.
+  const { doctor } = await import('./doctor.js');
+  process.exitCode = await doctor(argv.slice(1), process);
 } else {
-  runCli(argv);
+  // Loaded here, not at the top: run.js loads the native addon, which `doctor` must load itself.
+  const { run } = await import('./run.js');
+  runCli(run, argv);
 }
 
-function runCli(args: string[]): void {
+function runCli(run: typeof Run, args: string[]): void {
   // A failing stdout (a full disk, `> /dev/full`, a closed pipe) ends the run with one line and
   // exit 1. The commands see their own write failures and report them; this catches the rest
   // (the help text, a failure after the run), once.

@@ -9,6 +9,8 @@ import { FORMATS, type FormatName } from './formats.js';
 import { renderText } from './report.js';
 import { addMemoriesCommand } from './memories.js';
 import { print } from './output.js';
+import { addConformanceCommand } from './conformance.js';
+import { doctor } from './doctor.js';
 import { restoreCommand } from './restore.js';
 
 const VERSION = '0.1.0';
@@ -153,6 +155,14 @@ export async function run(argv: readonly string[], io: CliIO, hooks: RunHooks = 
     });
 
   addMemoriesCommand(program, io);
+  addConformanceCommand(program, io, (c) => (code = c));
+  program
+    .command('doctor')
+    .description('check this install: platform, native addon, versions, and a fast conformance self-check')
+    .option('--json', 'print the report as JSON', false)
+    .action(async (opts: Record<string, unknown>) => {
+      code = await doctor(opts['json'] ? ['--json'] : [], io);
+    });
 
   try {
     await program.parseAsync([...argv], { from: 'user' });

@@ -401,7 +401,7 @@ export class MemoryDeduplicator {
     expectOptions(options);
     const dryRun = optionalBoolean(options.dryRun, 'options.dryRun', false);
     const linkage = options.linkage ?? 'single';
-    if (typeof linkage !== 'string') typeError('options.linkage', `must be 'single' or 'complete', got ${describe(linkage)}`);
+    if (typeof linkage !== 'string') typeError('options.linkage', `must be 'single' or 'complete', got ${show(linkage)}`);
     if (linkage !== 'single' && linkage !== 'complete') rangeError('options.linkage', `must be 'single' or 'complete', got ${show(linkage)}`);
     const all = (await this.store.list()).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     const report: BatchReport = {

@@ -44,8 +44,11 @@ export const DEFAULT_BLOCK_TEMPLATES = {
 export interface BlockNumbering {
   /** Number carried by the first replaced line; the others follow consecutively. */
   first: number;
-  /** Number carried by the first target line. */
-  targetFirst: number;
+  /**
+   * Number carried by the first target line; absent when the target lines are unnumbered (each
+   * replaced line is then its number prefix followed by the whole target line).
+   */
+  targetFirst?: number;
   /** Width the number is right-aligned to with spaces (0: no padding). */
   width: number;
   /** The character after the number: tab, `→`, `|` or `:`. */
@@ -190,12 +193,10 @@ export function applyBlocks<M extends Identified>(originals: readonly M[], out: 
       };
       const first = found.numberedFirst[k] as number;
       if (first !== 0xffffffff) {
-        reference.numbered = {
-          first,
-          targetFirst: found.targetNumberedFirst[k] as number,
-          width: found.width[k] as number,
-          separator: String.fromCharCode(found.separator[k] as number),
-        };
+        const numbered: BlockNumbering = { first, width: found.width[k] as number, separator: String.fromCharCode(found.separator[k] as number) };
+        const targetFirst = found.targetNumberedFirst[k] as number;
+        if (targetFirst !== 0xffffffff) numbered.targetFirst = targetFirst;
+        reference.numbered = numbered;
         decision.numbered = { from: first, to: first + lines - 1 };
       }
       references.push(reference);
@@ -240,7 +241,8 @@ function expandBlocks(content: string, marker: BlocksMarker, path: string, outpu
     for (let t = 0; t < ref.lines; t++) {
       const source = target[ref.from - 1 + t] as string;
       const n = ref.numbered;
-      expanded.push(n === undefined ? source : numberPrefix(n, n.first + t) + source.slice(numberPrefix(n, n.targetFirst + t).length));
+      if (n === undefined) expanded.push(source);
+      else expanded.push(numberPrefix(n, n.first + t) + (n.targetFirst === undefined ? source : source.slice(numberPrefix(n, n.targetFirst + t).length)));
     }
   }
   return expanded.join('\n');

@@ -23,14 +23,24 @@
 //!
 //! **Candidates and time bounds.** Every line gets a keyed in-memory hash (ahash; never exposed)
 //! of its comparison text; every window of `min_lines` consecutive verbatim lines is indexed by
-//! a rolling hash of its line hashes, keeping the earliest occurrence (within `lookback`). A scan
-//! position asks the index once and extends the one candidate line by line, so work per line is
-//! bounded by `min_lines` plus the length of the run it ends up in. A run that is long enough
-//! but not net positive is emitted verbatim as a whole, so no run is extended twice. Token
-//! counts are taken once per accepted or rejected run. The whole pass is linear in the input.
+//! a rolling hash of its line hashes, keeping its earliest occurrence (within `lookback`) and the
+//! most recent one. A scan position extends each candidate line by line and takes the
+//! longest run. A run too short to replace (fewer than `min_lines` lines or `min_chars` units)
+//! is retried from the next line, until a per-message budget of line comparisons (64 per line)
+//! is spent; after that such a run is emitted verbatim as a whole. A run that is long enough but
+//! not net positive is always emitted verbatim as a whole, so no long run is extended twice.
+//! Token counts are taken once per run that reaches the net-positive test. The whole pass is
+//! linear in the input, whatever the options.
 
 use ahash::{AHashMap, RandomState};
 
+/// Occurrences remembered per window: the earliest and the most recent ones. Each scan position
+/// extends all of them (the longest run wins), so work stays linear with this factor.
+const CANDIDATES: usize = 2;
+/// Line comparisons a message may spend on runs that end up too short before short runs stop
+/// being retried line by line: `RETRY_BUDGET_PER_LINE` per line plus `RETRY_BUDGET_BASE`.
+const RETRY_BUDGET_PER_LINE: usize = 64;
+const RETRY_BUDGET_BASE: usize = 1 << 16;
 /// Marks a line with no output position (replaced, or not emitted yet).
 const NONE: u32 = u32::MAX;
 /// Odd multiplier of the rolling window hash.
@@ -230,8 +240,9 @@ impl Default for BlockOptions {
 pub struct Numbering {
     /// Number carried by the first replaced line; the others follow consecutively.
     pub first: u32,
-    /// Number carried by the first target line.
-    pub target_first: u32,
+    /// Number carried by the first target line, or `None` when the target lines are
+    /// unnumbered (then each replaced line is its prefix followed by the whole target line).
+    pub target_first: Option<u32>,
     /// Width the number is right-aligned to with spaces (0: no padding).
     pub width: u32,
     /// The separator after the number (one of [`LINE_NUMBER_SEPARATORS`]).
@@ -290,6 +301,9 @@ struct Line {
     format: u32,
     /// Hash of `format` and the comparison text.
     key: u64,
+    /// Hash of the comparison text as an unnumbered line's (`key` for unnumbered lines): finds
+    /// unnumbered targets of a numbered run.
+    plain_key: u64,
 }
 
 struct Processed {
@@ -342,7 +356,7 @@ struct Pass<'a, 'c> {
     options: &'a BlockOptions,
     hasher: RandomState,
     /// Window hash -> earliest verbatim occurrence `(message, line)` within the lookback.
-    index: AHashMap<u64, (u32, u32)>,
+    index: AHashMap<u64, Candidates>,
     done: Vec<Option<Processed>>,
     /// `ROLL^(min_lines - 1)`.
     top: u64,
@@ -361,11 +375,67 @@ struct Run {
     out: u32,
 }
 
+/// Verbatim occurrences of one window: the earliest (within the lookback), then the most recent.
+#[derive(Debug, Clone, Copy)]
+struct Candidates {
+    at: [(u32, u32); CANDIDATES],
+    len: u8,
+}
+
+impl Candidates {
+    fn one(at: (u32, u32)) -> Self {
+        Candidates {
+            at: [at; CANDIDATES],
+            len: 1,
+        }
+    }
+
+    fn list(&self) -> &[(u32, u32)] {
+        &self.at[..self.len as usize]
+    }
+
+    /// Adds an occurrence: it fills a free slot, or replaces the oldest but the earliest.
+    fn add(&mut self, at: (u32, u32)) {
+        if (self.len as usize) < CANDIDATES {
+            self.at[self.len as usize] = at;
+            self.len += 1;
+        } else {
+            self.at.copy_within(2.., 1);
+            self.at[CANDIDATES - 1] = at;
+        }
+    }
+
+    /// Drops occurrences in messages before `oldest`.
+    fn retain_from(&mut self, oldest: usize) {
+        let mut kept = 0;
+        for k in 0..self.len as usize {
+            if self.at[k].0 as usize >= oldest {
+                self.at[kept] = self.at[k];
+                kept += 1;
+            }
+        }
+        self.len = kept as u8;
+    }
+}
+
+/// Why a confirmed run got no reference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reject {
+    /// Fewer than `min_chars` units.
+    Short,
+    /// The reference would not be shorter (characters or tokens), or not one line.
+    NotShorter,
+}
+
 /// How a candidate run matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
+    /// Lines equal as they are.
     Plain,
+    /// Both sides numbered consecutively in one format; the text after the numbers equal.
     Numbered,
+    /// This side numbered consecutively; its text after the numbers equals unnumbered target lines.
+    Renumbered,
 }
 
 impl<'a, 'c> Pass<'a, 'c> {
@@ -385,6 +455,11 @@ impl<'a, 'c> Pass<'a, 'c> {
                 None => (NONE, 0, start),
             };
             let key = self.hasher.hash_one((format, &text[rest..end]));
+            let plain_key = if format == 0 {
+                key
+            } else {
+                self.hasher.hash_one((0u32, &text[rest..end]))
+            };
             lines.push(Line {
                 start: start as u32,
                 end: end as u32,
@@ -392,6 +467,7 @@ impl<'a, 'c> Pass<'a, 'c> {
                 number,
                 format,
                 key,
+                plain_key,
             });
         };
         for (i, &u) in text.iter().enumerate() {
@@ -405,7 +481,7 @@ impl<'a, 'c> Pass<'a, 'c> {
     }
 
     /// Rolling hashes of every window of `min_lines` lines.
-    fn windows(&self, lines: &[Line]) -> Vec<u64> {
+    fn windows(&self, lines: &[Line], key: fn(&Line) -> u64) -> Vec<u64> {
         let k = self.options.min_lines;
         if lines.len() < k {
             return Vec::new();
@@ -414,9 +490,9 @@ impl<'a, 'c> Pass<'a, 'c> {
         let mut h = 0u64;
         for (i, line) in lines.iter().enumerate() {
             if i >= k {
-                h = h.wrapping_sub(lines[i - k].key.wrapping_mul(self.top));
+                h = h.wrapping_sub(key(&lines[i - k]).wrapping_mul(self.top));
             }
-            h = h.wrapping_mul(ROLL).wrapping_add(line.key);
+            h = h.wrapping_mul(ROLL).wrapping_add(key(line));
             if i + 1 >= k {
                 out.push(h);
             }
@@ -425,17 +501,15 @@ impl<'a, 'c> Pass<'a, 'c> {
     }
 
     fn in_lookback(&self, m: usize, target: usize) -> bool {
-        self.options.lookback.is_none_or(|l| m - target <= l)
+        self.options.lookback.map_or(true, |l| m - target <= l)
     }
 
     /// Length of the run from line `i` of message `m` against line `j` of `target`, in `mode`.
     fn extend(
         &self,
-        m: usize,
+        (m, i): (usize, usize),
         lines: &[Line],
-        i: usize,
-        target: usize,
-        j: usize,
+        (target, j): (usize, usize),
         own: &[u32],
         mode: Mode,
     ) -> usize {
@@ -447,6 +521,9 @@ impl<'a, 'c> Pass<'a, 'c> {
         let ttext = self.conv.contents[target];
         let (first, tfirst) = (lines[i], tlines[j]);
         if mode == Mode::Numbered && (first.number == NONE || first.format != tfirst.format) {
+            return 0;
+        }
+        if mode == Mode::Renumbered && first.number == NONE {
             return 0;
         }
         let mut t = 0;
@@ -465,6 +542,12 @@ impl<'a, 'c> Pass<'a, 'c> {
                         && text[a.rest as usize..a.end as usize]
                             == ttext[b.rest as usize..b.end as usize]
                 }
+                Mode::Renumbered => {
+                    a.format == first.format
+                        && a.number == first.number.wrapping_add(t as u32)
+                        && text[a.rest as usize..a.end as usize]
+                            == ttext[b.start as usize..b.end as usize]
+                }
             };
             if !same {
                 break;
@@ -475,11 +558,55 @@ impl<'a, 'c> Pass<'a, 'c> {
     }
 
     fn insert_window(&mut self, m: usize, line: usize, hash: u64) {
-        let lookback = self.options.lookback;
-        let entry = self.index.entry(hash).or_insert((m as u32, line as u32));
-        if lookback.is_some_and(|l| m - entry.0 as usize > l) {
-            *entry = (m as u32, line as u32);
+        let at = (m as u32, line as u32);
+        let oldest = self.options.lookback.map(|l| m.saturating_sub(l));
+        self.index
+            .entry(hash)
+            .and_modify(|c| {
+                if let Some(oldest) = oldest {
+                    c.retain_from(oldest);
+                }
+                c.add(at);
+            })
+            .or_insert(Candidates::one(at));
+    }
+
+    /// The longest run from line `i` of message `m` among the window's candidates (ties: the
+    /// earliest candidate, plain before numbered): `(len, target, j, mode)`, and the lines
+    /// compared to find it.
+    fn best_run(
+        &self,
+        m: usize,
+        lines: &[Line],
+        i: usize,
+        own: &[u32],
+        windows: [Option<u64>; 2],
+    ) -> (Option<(usize, usize, usize, Mode)>, usize) {
+        let mut best: Option<(usize, usize, usize, Mode)> = None;
+        let mut work = 0;
+        let lookups = [
+            (windows[0], &[Mode::Plain, Mode::Numbered][..]),
+            (windows[1], &[Mode::Renumbered][..]),
+        ];
+        for (window, modes) in lookups {
+            let Some(candidates) = window.and_then(|w| self.index.get(&w)) else {
+                continue;
+            };
+            for &(target, j) in candidates.list() {
+                let (target, j) = (target as usize, j as usize);
+                if !self.in_lookback(m, target) {
+                    continue;
+                }
+                for &mode in modes {
+                    let len = self.extend((m, i), lines, (target, j), own, mode);
+                    work += len + 1;
+                    if best.map_or(true, |b| len > b.0) {
+                        best = Some((len, target, j, mode));
+                    }
+                }
+            }
         }
+        (best, work)
     }
 
     fn process(
@@ -489,27 +616,40 @@ impl<'a, 'c> Pass<'a, 'c> {
         refs: &mut Vec<BlockRef>,
     ) {
         let lines = self.lines_of(m);
-        let windows = self.windows(&lines);
+        let windows = self.windows(&lines, |l| l.key);
+        // Numbered lines may also repeat unnumbered ones: their text as a plain line's.
+        let renumber = if self.conv.eligible[m] && lines.iter().any(|l| l.format != 0) {
+            self.windows(&lines, |l| l.plain_key)
+        } else {
+            Vec::new()
+        };
         let k = self.options.min_lines;
         let n = lines.len();
         let mut out_line = vec![NONE; n];
         let eligible = self.conv.eligible[m];
         let (mut i, mut out, mut segment) = (0usize, 0u32, 0usize);
+        let (mut spent, budget) = (0usize, RETRY_BUDGET_PER_LINE * n + RETRY_BUDGET_BASE);
         while i < n {
             let mut verbatim = 1;
             if eligible && i + k <= n {
-                let candidate = self.index.get(&windows[i]).copied();
-                if let Some((target, j)) =
-                    candidate.filter(|&(t, _)| self.in_lookback(m, t as usize))
-                {
-                    let (target, j) = (target as usize, j as usize);
-                    let plain = self.extend(m, &lines, i, target, j, &out_line, Mode::Plain);
-                    let numbered = self.extend(m, &lines, i, target, j, &out_line, Mode::Numbered);
-                    let (len, mode) = if numbered > plain {
-                        (numbered, Mode::Numbered)
-                    } else {
-                        (plain, Mode::Plain)
-                    };
+                let (best, work) = self.best_run(
+                    m,
+                    &lines,
+                    i,
+                    &out_line,
+                    [
+                        Some(windows[i]),
+                        renumber.get(i).copied().filter(|&w| w != windows[i]),
+                    ],
+                );
+                spent += work;
+                if let Some((len, target, j, mode)) = best {
+                    // A run too short to replace is normally retried from the next line (another
+                    // candidate may give a longer one); past the budget it stays verbatim whole,
+                    // so huge `min_lines` / `min_chars` cannot make the scan quadratic.
+                    if spent > budget {
+                        verbatim = len.max(1);
+                    }
                     if len >= k {
                         let at = Run {
                             i,
@@ -519,16 +659,21 @@ impl<'a, 'c> Pass<'a, 'c> {
                             mode,
                             out,
                         };
-                        if let Some(r) = self.reference(m, &lines, &out_line, at, count_tokens) {
-                            refs.push(r);
-                            i += len;
-                            out += 1;
-                            segment = i;
-                            continue;
+                        match self.reference(m, &lines, &out_line, at, count_tokens) {
+                            Ok(r) => {
+                                refs.push(r);
+                                i += len;
+                                out += 1;
+                                segment = i;
+                                continue;
+                            }
+                            // Fewer than `min_chars` units: retried from the next line (above).
+                            Err(Reject::Short) => {}
+                            // Long enough but not worth a reference: every shorter run from here
+                            // would be worse, so the whole run stays verbatim (and is never
+                            // extended again).
+                            Err(Reject::NotShorter) => verbatim = len,
                         }
-                        // Long enough but not worth it: every shorter run from here would be
-                        // worse, so the whole run stays verbatim (and is never extended again).
-                        verbatim = len;
                     }
                 }
             }
@@ -552,7 +697,7 @@ impl<'a, 'c> Pass<'a, 'c> {
         own_out: &[u32],
         run: Run,
         count_tokens: &dyn Fn(&[u16]) -> usize,
-    ) -> Option<BlockRef> {
+    ) -> Result<BlockRef, Reject> {
         let Run {
             i,
             len,
@@ -570,22 +715,19 @@ impl<'a, 'c> Pass<'a, 'c> {
         let (unit_start, unit_end) = (lines[i].start as usize, lines[i + len - 1].end as usize);
         let run = &text[unit_start..unit_end];
         if run.len() < self.options.min_chars {
-            return None;
+            return Err(Reject::Short);
         }
         let numbering = match mode {
             Mode::Plain => None,
-            Mode::Numbered => {
+            Mode::Numbered if lines[i].number == tfirst.number => None,
+            Mode::Numbered | Mode::Renumbered => {
                 let format = lines[i].format;
-                if lines[i].number == tfirst.number {
-                    None
-                } else {
-                    Some(Numbering {
-                        first: lines[i].number,
-                        target_first: tfirst.number,
-                        width: format >> 16,
-                        separator: (format & 0xFFFF) as u16,
-                    })
-                }
+                Some(Numbering {
+                    first: lines[i].number,
+                    target_first: (mode == Mode::Numbered).then_some(tfirst.number),
+                    width: format >> 16,
+                    separator: (format & 0xFFFF) as u16,
+                })
             }
         };
         let values = RefValues {
@@ -601,7 +743,7 @@ impl<'a, 'c> Pass<'a, 'c> {
         };
         let mut rendered = std::mem::take(&mut self.scratch);
         template.render(&values, &mut rendered);
-        let one_line = !rendered.iter().any(|&u| u == b'\n' as u16);
+        let one_line = !rendered.contains(&(b'\n' as u16));
         let result = if one_line && rendered.len() < run.len() {
             let tokens_after = count_tokens(&rendered);
             let tokens_before = count_tokens(run);
@@ -623,7 +765,7 @@ impl<'a, 'c> Pass<'a, 'c> {
             None
         };
         self.scratch = rendered;
-        result
+        result.ok_or(Reject::NotShorter)
     }
 }
 
@@ -724,12 +866,14 @@ pub fn expand(outputs: &[Vec<u16>], refs: &[BlockRef]) -> Vec<Vec<u16>> {
                         None => expanded.push(source.clone()),
                         Some(n) => {
                             let mut prefix = Vec::new();
-                            format_line_number(
-                                n.width,
-                                n.separator,
-                                n.target_first + t as u32,
-                                &mut prefix,
-                            );
+                            if let Some(target_first) = n.target_first {
+                                format_line_number(
+                                    n.width,
+                                    n.separator,
+                                    target_first + t as u32,
+                                    &mut prefix,
+                                );
+                            }
                             let mut line = Vec::new();
                             format_line_number(n.width, n.separator, n.first + t as u32, &mut line);
                             line.extend_from_slice(&source[prefix.len()..]);
@@ -854,8 +998,15 @@ mod tests {
         let n = refs[0].numbering.unwrap();
         assert_eq!(
             (n.first, n.target_first, n.width, n.separator),
-            (14, 12, 6, b'\t' as u16)
+            (14, Some(12), 6, b'\t' as u16)
         );
+        // A numbered read of lines first shown without numbers.
+        let plain = body.join("\n");
+        let case = Case::new(&[&plain, &format!("header\n{}", read(14, "\t"))]);
+        let (refs, out) = case.run(&BlockOptions::new());
+        assert_eq!(refs.len(), 1);
+        assert_eq!(refs[0].numbering.unwrap().target_first, None);
+        assert_eq!(expand(&out, &refs), case.contents);
         // Another separator is another format: no match.
         let case = Case::new(&[&read(12, "\t"), &read(14, "→")]);
         assert!(case.run(&BlockOptions::new()).0.is_empty());
@@ -936,9 +1087,21 @@ mod tests {
         let case = Case::new(&[&big]);
         let (refs, out) = case.run(&BlockOptions::new());
         assert!(!refs.is_empty());
-        assert!(out[0].len() < big.len() / 5);
+        assert!(out[0].len() < big.len() / 3);
         let rebuilt = expand(&out, &refs);
         assert_eq!(rebuilt[0], case.contents[0]);
+    }
+
+    #[test]
+    fn huge_minimums_do_not_make_the_scan_quadratic() {
+        // Every position finds a candidate whose run is too short for these minimums; without
+        // the retry budget each would be extended again from scratch (about 10^10 comparisons).
+        let big = vec!["same"; 200_000].join("\n");
+        let case = Case::new(&[&big]);
+        for options in [small(50_000, 0), small(4, 1 << 30)] {
+            let (refs, out) = case.run(&options);
+            assert_eq!(expand(&out, &refs), case.contents);
+        }
     }
 
     #[test]
@@ -953,7 +1116,8 @@ mod tests {
 
     // ---- properties against brute-force checks ----
 
-    const LINES: [&str; 8] = [
+    const LINES: [&str; 9] = [
+        "num",
         "alpha",
         "beta",
         "gamma delta",

@@ -1,5 +1,9 @@
 //! Binding of `ctxdedup_core::blocks`: converts a conversation in, references out.
 
+// napi-derive does not register exports in test builds, so outside the crate root they would
+// count as dead code there.
+#![cfg_attr(test, allow(dead_code))]
+
 use crate::strings::JsStrings;
 use ctxdedup_core::blocks::{
     dedupe_blocks, eligible_flags, BlockOptions, BlockRef, Conversation, Template,
@@ -141,7 +145,7 @@ fn to_js(refs: Vec<BlockRef>) -> NativeBlocks {
         target: column(&|r| r.target),
         target_line: column(&|r| r.target_line),
         numbered_first: numbering(&|n| n.first),
-        target_numbered_first: numbering(&|n| n.target_first),
+        target_numbered_first: numbering(&|n| n.target_first.unwrap_or(u32::MAX)),
         width: numbering(&|n| n.width),
         separator: numbering(&|n| u32::from(n.separator)),
         tokens_before: column(&|r| r.tokens_before),

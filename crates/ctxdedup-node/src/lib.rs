@@ -218,6 +218,7 @@ pub fn analyze_messages_async(
 }
 
 /// Runs `work` off the JS thread with a panic guard: a panic becomes a JS error naming `what`.
+#[cfg_attr(test, allow(dead_code))]
 pub(crate) fn guarded<T>(what: &str, work: impl FnOnce() -> Result<T>) -> Result<T> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|_| {
         Err(Error::new(
@@ -228,6 +229,7 @@ pub(crate) fn guarded<T>(what: &str, work: impl FnOnce() -> Result<T>) -> Result
 }
 
 /// o200k_base token count of UTF-16 text (the block pass's net-positive rule and its savings).
+#[cfg_attr(test, allow(dead_code))]
 pub(crate) fn tokens_o200k(units: &[u16]) -> usize {
     ctxdedup_core::tokens::count_utf16(ctxdedup_core::tokens::Encoding::O200kBase, units)
 }
