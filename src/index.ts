@@ -112,6 +112,7 @@ export {
 } from './stages/research.js';
 export {
   countTokens,
+  countTokensBatch,
   tokenCounter,
   DEFAULT_ENCODING,
   type TokenCounter,

@@ -218,7 +218,6 @@ pub fn analyze_messages_async(
 }
 
 /// Runs `work` off the JS thread with a panic guard: a panic becomes a JS error naming `what`.
-#[cfg_attr(test, allow(dead_code))]
 pub(crate) fn guarded<T>(what: &str, work: impl FnOnce() -> Result<T>) -> Result<T> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|_| {
         Err(Error::new(
