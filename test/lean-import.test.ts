@@ -23,6 +23,7 @@ const ROOT = join(import.meta.dirname, '..');
 const MANIFEST = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
   version: string;
   dependencies: Record<string, string>;
+  devDependencies: Record<string, string>;
   optionalDependencies: Record<string, string>;
   peerDependencies: Record<string, string>;
   peerDependenciesMeta: Record<string, { optional?: boolean }>;
@@ -112,6 +113,7 @@ describe('package manifest', () => {
     for (const peer of PEERS) {
       expect(MANIFEST.peerDependenciesMeta[peer]?.optional, peer).toBe(true);
       expect(Object.keys(MANIFEST.dependencies)).not.toContain(peer);
+      expect(Object.keys(MANIFEST.devDependencies), peer).toContain(peer);
     }
   });
 
