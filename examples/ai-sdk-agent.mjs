@@ -15,9 +15,15 @@ let step = 0;
 const mock = new MockLanguageModelV3({
   doGenerate: async () => {
     const path = READS[step++];
-    if (path === undefined) return { content: [{ type: 'text', text: 'Both files look fine.' }], finishReason: { unified: 'stop', raw: 'stop' }, usage, warnings: [] };
+    if (path === undefined)
+      return { content: [{ type: 'text', text: 'Both files look fine.' }], finishReason: { unified: 'stop', raw: 'stop' }, usage, warnings: [] };
     const input = JSON.stringify({ path });
-    return { content: [{ type: 'tool-call', toolCallId: `call-${step}`, toolName: 'readFile', input }], finishReason: { unified: 'tool-calls', raw: 'tool_calls' }, usage, warnings: [] };
+    return {
+      content: [{ type: 'tool-call', toolCallId: `call-${step}`, toolName: 'readFile', input }],
+      finishReason: { unified: 'tool-calls', raw: 'tool_calls' },
+      usage,
+      warnings: [],
+    };
   },
 });
 
@@ -25,7 +31,9 @@ const model = wrapLanguageModel({
   model: mock,
   middleware: dedupeMiddleware({
     onDedupe: (r) =>
-      console.log(`step ${String(step).padStart(2)}: ${r.texts} texts, ${r.rewritten} rewritten, ${r.charsBefore} -> ${r.charsAfter} chars, ~${r.tokensSaved} tokens saved`),
+      console.log(
+        `step ${String(step).padStart(2)}: ${r.texts} texts, ${r.rewritten} rewritten, ${r.charsBefore} -> ${r.charsAfter} chars, ~${r.tokensSaved} tokens saved`,
+      ),
   }),
 });
 

@@ -14,7 +14,10 @@ import { gzipSync } from 'node:zlib';
 /** A small LCG so every run writes the same bytes. */
 export function rng(seed) {
   let s = seed >>> 0;
-  return () => (s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32;
+  return () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return s / 2 ** 32;
+  };
 }
 
 const WORDS = ['load', 'parse', 'render', 'merge', 'flush', 'fetch', 'cache', 'index', 'score', 'split'];
@@ -58,7 +61,9 @@ export function makePool(seed, size = 24) {
  */
 export function makeSession(rand, pool, steps = 12) {
   const pick = (l) => l[Math.floor(rand() * l.length)];
-  const out = [{ role: 'system', content: 'You are a coding agent. Read files before editing them, run the tests after every change, and keep answers short.' }];
+  const out = [
+    { role: 'system', content: 'You are a coding agent. Read files before editing them, run the tests after every change, and keep answers short.' },
+  ];
   const task = pick(['The parser test fails on empty input.', 'Rendering drops the last line.', 'The cache never expires.', 'Index rebuilds are slow.']);
   out.push({ role: 'user', content: `${task} Please fix it and make sure nothing else breaks.` });
   const files = new Map();
@@ -96,7 +101,11 @@ export function toOpenAI(steps) {
     model: 'gpt-4o',
     messages: steps.map((m) =>
       m.call
-        ? { role: 'assistant', content: m.content, tool_calls: [{ id: m.call.id, type: 'function', function: { name: m.call.name, arguments: JSON.stringify(m.call.input) } }] }
+        ? {
+            role: 'assistant',
+            content: m.content,
+            tool_calls: [{ id: m.call.id, type: 'function', function: { name: m.call.name, arguments: JSON.stringify(m.call.input) } }],
+          }
         : m.role === 'tool'
           ? { role: 'tool', tool_call_id: m.callId, content: m.content }
           : { role: m.role, content: m.content },
@@ -108,8 +117,19 @@ function anthropicMessages(steps) {
   const messages = [];
   for (const m of steps) {
     if (m.role === 'system') continue;
-    if (m.call) messages.push({ role: 'assistant', content: [{ type: 'text', text: m.content }, { type: 'tool_use', id: m.call.id, name: m.call.name, input: m.call.input }] });
-    else if (m.role === 'tool') messages.push({ role: 'user', content: [{ type: 'tool_result', tool_use_id: m.callId, content: messages.length % 2 ? m.content : [{ type: 'text', text: m.content }] }] });
+    if (m.call)
+      messages.push({
+        role: 'assistant',
+        content: [
+          { type: 'text', text: m.content },
+          { type: 'tool_use', id: m.call.id, name: m.call.name, input: m.call.input },
+        ],
+      });
+    else if (m.role === 'tool')
+      messages.push({
+        role: 'user',
+        content: [{ type: 'tool_result', tool_use_id: m.callId, content: messages.length % 2 ? m.content : [{ type: 'text', text: m.content }] }],
+      });
     else messages.push({ role: m.role, content: m.role === 'user' ? m.content : [{ type: 'text', text: m.content }] });
   }
   return messages;
@@ -122,7 +142,10 @@ export function toAnthropic(steps) {
 
 /** Agent session JSONL: one event per line with uuid/parentUuid and the message inside. */
 export function toAgentJsonl(steps, sessionId, rand) {
-  const hex = () => Math.floor(rand() * 2 ** 32).toString(16).padStart(8, '0');
+  const hex = () =>
+    Math.floor(rand() * 2 ** 32)
+      .toString(16)
+      .padStart(8, '0');
   let parent = null;
   const lines = [JSON.stringify({ type: 'summary', summary: 'Fix a failing test', leafUuid: null })];
   for (const message of anthropicMessages(steps)) {
@@ -130,12 +153,18 @@ export function toAgentJsonl(steps, sessionId, rand) {
     lines.push(JSON.stringify({ type: message.role, uuid, parentUuid: parent, sessionId, cwd: '/project', message }));
     parent = uuid;
   }
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }
 
 /** ctxdedup / context-compression-engine messages: [{ id, index, role, content }]. */
 export function toCce(steps) {
-  return steps.map((m, index) => ({ id: `m${index}`, index, role: m.role, content: m.content, ...(m.call ? { tool_calls: [{ id: m.call.id, type: 'function', function: { name: m.call.name, arguments: JSON.stringify(m.call.input) } }] } : {}) }));
+  return steps.map((m, index) => ({
+    id: `m${index}`,
+    index,
+    role: m.role,
+    content: m.content,
+    ...(m.call ? { tool_calls: [{ id: m.call.id, type: 'function', function: { name: m.call.name, arguments: JSON.stringify(m.call.input) } }] } : {}),
+  }));
 }
 
 /** One { session, messages } record (ctxdedup message dialect) as a JSONL line. */
@@ -148,12 +177,12 @@ export function writeSampleCorpus(dir, seed = 20261122) {
   const rand = rng(seed);
   const pool = makePool(seed);
   for (const sub of ['openai', 'anthropic', 'agent', 'ctxdedup']) mkdirSync(join(dir, sub), { recursive: true });
-  const json = (v) => JSON.stringify(v, null, 2) + '\n';
+  const json = (v) => `${JSON.stringify(v, null, 2)}\n`;
   for (let i = 0; i < 4; i++) writeFileSync(join(dir, 'openai', `chat-${i}.json`), json(toOpenAI(makeSession(rand, pool))));
   for (let i = 0; i < 3; i++) writeFileSync(join(dir, 'anthropic', `conversation-${i}.json`), json(toAnthropic(makeSession(rand, pool))));
   for (let i = 0; i < 3; i++) writeFileSync(join(dir, 'agent', `session-${i}.jsonl`), toAgentJsonl(makeSession(rand, pool), `sess-${i}`, rand));
   writeFileSync(join(dir, 'ctxdedup', 'messages.json'), json(toCce(makeSession(rand, pool))));
-  const records = (n, from) => Array.from({ length: n }, (_, i) => sessionRecord(makeSession(rand, pool), `s${from + i}`)).join('\n') + '\n';
+  const records = (n, from) => `${Array.from({ length: n }, (_, i) => sessionRecord(makeSession(rand, pool), `s${from + i}`)).join('\n')}\n`;
   writeFileSync(join(dir, 'ctxdedup', 'sessions.jsonl'), records(6, 0));
   writeFileSync(join(dir, 'ctxdedup', 'archive.jsonl.gz'), gzipSync(Buffer.from(records(4, 6))));
 }
@@ -171,7 +200,7 @@ export async function writeSessionsJsonl(path, bytes, { seed = 7, steps = 16 } =
   let batch = [];
   let batchBytes = 0;
   while (written < bytes) {
-    const line = sessionRecord(makeSession(rand, pool, steps), `s${sessions}`) + '\n';
+    const line = `${sessionRecord(makeSession(rand, pool, steps), `s${sessions}`)}\n`;
     sessions++;
     written += Buffer.byteLength(line);
     batch.push(line);

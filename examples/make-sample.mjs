@@ -4,7 +4,10 @@
 import { writeFileSync } from 'node:fs';
 
 let seed = 20261121;
-const rand = () => ((seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+const rand = () => {
+  seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0;
+  return seed / 2 ** 32;
+};
 const pick = (list) => list[Math.floor(rand() * list.length)];
 
 function sourceFile(name, lines) {
@@ -32,9 +35,15 @@ function testLog(failing) {
 
 const files = { 'src/parser.ts': sourceFile('src/parser.ts', 14), 'src/render.ts': sourceFile('src/render.ts', 10) };
 const grep = Array.from({ length: 18 }, (_, i) => `src/module${i}.ts:${10 + i}:  const timeout = options.timeout ?? ${1000 + i};`).join('\n');
-const messages = [{ role: 'system', content: 'You are a coding agent. Read files before editing them, run the tests after every change, and keep answers short.' }];
+const messages = [
+  { role: 'system', content: 'You are a coding agent. Read files before editing them, run the tests after every change, and keep answers short.' },
+];
 const read = (path, content) => {
-  messages.push({ role: 'assistant', content: `Reading ${path}.`, tool_calls: [{ id: `call_${messages.length}`, type: 'function', function: { name: 'read_file', arguments: JSON.stringify({ path }) } }] });
+  messages.push({
+    role: 'assistant',
+    content: `Reading ${path}.`,
+    tool_calls: [{ id: `call_${messages.length}`, type: 'function', function: { name: 'read_file', arguments: JSON.stringify({ path }) } }],
+  });
   messages.push({ role: 'tool', tool_call_id: `call_${messages.length - 1}`, content });
 };
 messages.push({ role: 'user', content: 'The parser test fails on empty input. Please fix it and make sure nothing else breaks.' });
@@ -54,5 +63,5 @@ messages.push({ role: 'tool', content: testLog(false) });
 messages.push({ role: 'assistant', content: 'Fixed: the parser now returns an empty document for empty input, and all 96 tests pass.' });
 
 const withIds = messages.map((m, i) => ({ id: `m${i}`, ...m }));
-writeFileSync(new URL('./sample-transcript.json', import.meta.url), JSON.stringify(withIds, null, 2) + '\n');
+writeFileSync(new URL('./sample-transcript.json', import.meta.url), `${JSON.stringify(withIds, null, 2)}\n`);
 console.log(`wrote ${withIds.length} messages`);

@@ -18,7 +18,9 @@ let turn = 0;
 const client = dedupeMcpClient(new Client({ name: 'example', version: '1.0.0' }), {
   turn: () => turn,
   onResult: ({ decisions, report }, call) =>
-    console.log(`turn ${call.turn} ${call.callId}: ${decisions.map((d) => d.action + (d.reason ? ` (${d.reason})` : '')).join(', ')}; ${report.bytesBefore} -> ${report.bytesAfter} bytes`),
+    console.log(
+      `turn ${call.turn} ${call.callId}: ${decisions.map((d) => d.action + (d.reason ? ` (${d.reason})` : '')).join(', ')}; ${report.bytesBefore} -> ${report.bytesAfter} bytes`,
+    ),
 });
 await client.connect(new StdioClientTransport({ command: process.execPath, args: [server, dir], stderr: 'ignore' }));
 try {

@@ -14,11 +14,18 @@ rmSync(staging, { recursive: true, force: true });
 mkdirSync(staging, { recursive: true });
 
 const args = [
-  'napi', 'build', '--platform', '--no-js',
-  '--manifest-path', 'crates/ctxdedup-node/Cargo.toml',
-  '--package-json-path', 'package.json',
-  '--output-dir', staging,
-  '--dts', 'native.d.ts',
+  'napi',
+  'build',
+  '--platform',
+  '--no-js',
+  '--manifest-path',
+  'crates/ctxdedup-node/Cargo.toml',
+  '--package-json-path',
+  'package.json',
+  '--output-dir',
+  staging,
+  '--dts',
+  'native.d.ts',
 ];
 if (process.argv.includes('--release')) args.push('--release');
 const result = spawnSync('npx', args, { cwd: root, stdio: 'inherit', shell: process.platform === 'win32' });

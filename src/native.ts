@@ -114,10 +114,7 @@ function load(): NativeBinding {
   } else {
     advice = `the installed ${pkg} failed to load; reinstall ${pkg}@${version}, ${fromSource}.`;
   }
-  throw new Error(
-    `ctxdedup: no native addon for ${id} (Node.js ${process.version}): ${advice}` +
-      failures.map((f) => `\n  tried ${f}`).join(''),
-  );
+  throw new Error(`ctxdedup: no native addon for ${id} (Node.js ${process.version}): ${advice}${failures.map((f) => `\n  tried ${f}`).join('')}`);
 }
 
 /** The loaded addon. @internal */

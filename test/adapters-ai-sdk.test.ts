@@ -165,7 +165,12 @@ describe('dedupeMiddleware (real ai package, MockLanguageModelV3)', () => {
 
     // The same conversation through generateText gives the same prompts: stateless, deterministic.
     const again: Prompt[] = [];
-    await generateText({ model: wrapLanguageModel({ model: generatingModel(again), middleware: dedupeMiddleware() }), tools, messages, stopWhen: stepCountIs(10) });
+    await generateText({
+      model: wrapLanguageModel({ model: generatingModel(again), middleware: dedupeMiddleware() }),
+      tools,
+      messages,
+      stopWhen: stepCountIs(10),
+    });
     expect(again).toEqual(prompts);
   });
 
@@ -217,7 +222,13 @@ describe('dedupeMiddleware (real ai package, MockLanguageModelV3)', () => {
 
   it('passes unknown part types through and counts them; names the path of a malformed prompt', () => {
     const prompt = unsafe<Prompt>([
-      { role: 'user', content: [{ type: 'text', text: FILES['a.ts'] }, { type: 'future-part', data: 1 }] },
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: FILES['a.ts'] },
+          { type: 'future-part', data: 1 },
+        ],
+      },
       { role: 'user', content: [{ type: 'text', text: FILES['a.ts'] }] },
     ]);
     const { prompt: out, report } = dedupePrompt(prompt);
@@ -235,8 +246,20 @@ describe('dedupeMiddleware (real ai package, MockLanguageModelV3)', () => {
   it('leaves binary file parts as the same bytes', () => {
     const data = new Uint8Array([0, 159, 146, 150, 255]);
     const prompt = unsafe<Prompt>([
-      { role: 'user', content: [{ type: 'text', text: FILES['a.ts'] }, { type: 'file', data, mediaType: 'application/octet-stream' }] },
-      { role: 'user', content: [{ type: 'file', data, mediaType: 'application/octet-stream' }, { type: 'text', text: FILES['a.ts'] }] },
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: FILES['a.ts'] },
+          { type: 'file', data, mediaType: 'application/octet-stream' },
+        ],
+      },
+      {
+        role: 'user',
+        content: [
+          { type: 'file', data, mediaType: 'application/octet-stream' },
+          { type: 'text', text: FILES['a.ts'] },
+        ],
+      },
     ]);
     const { prompt: out } = dedupePrompt(prompt);
     expect((out[0]?.content[1] as { data: Uint8Array }).data).toBe(data);

@@ -141,9 +141,15 @@ describe('ResourceLedger.processToolResult', () => {
       thrown(() => ledger.processToolResult(result(content), unsafe<{ turn: number; tool: string; callId: string }>(info)));
     const ok = { type: 'resource', resource: { uri: 'file:///g.ts', text } };
     expect(bad([ok, { type: 'resource', resource: { text } }]).message).toMatch(/^result\.content\[1\]\.resource\.uri must be a string/);
-    expect(bad([ok, { type: 'resource', resource: { uri: 'x', blob: 'not base64!' } }]).message).toMatch(/^result\.content\[1\]\.resource\.blob must be base64/);
-    expect(bad([ok, { type: 'resource', resource: { uri: 'x' } }]).message).toMatch(/^result\.content\[1\]\.resource must have a string `text` or a base64 string `blob`/);
-    expect(bad([ok, { type: 'resource', resource: { uri: 'x', text: 'a\uD800' } }]).message).toMatch(/^result\.content\[1\]\.resource\.text contains a lone surrogate/);
+    expect(bad([ok, { type: 'resource', resource: { uri: 'x', blob: 'not base64!' } }]).message).toMatch(
+      /^result\.content\[1\]\.resource\.blob must be base64/,
+    );
+    expect(bad([ok, { type: 'resource', resource: { uri: 'x' } }]).message).toMatch(
+      /^result\.content\[1\]\.resource must have a string `text` or a base64 string `blob`/,
+    );
+    expect(bad([ok, { type: 'resource', resource: { uri: 'x', text: 'a\uD800' } }]).message).toMatch(
+      /^result\.content\[1\]\.resource\.text contains a lone surrogate/,
+    );
     expect(bad([ok, { type: 9 }]).message).toMatch(/^result\.content\[1\]\.type must be a string/);
     expect(bad([ok, null]).message).toMatch(/^result\.content\[1\] must be an object/);
     expect(bad([ok], { turn: 1, tool: 'read' }).message).toMatch(/^call\.callId must be a string/);
@@ -155,6 +161,8 @@ describe('ResourceLedger.processToolResult', () => {
 
   it('dedupeMcpClient rejects what is not a client', () => {
     expect(thrown(() => dedupeMcpClient(unsafe<Client>({})))).toBeInstanceOf(TypeError);
-    expect(thrown(() => dedupeMcpClient(new Client({ name: 'x', version: '1' }), unsafe({ ledger: {} }))).message).toMatch(/^options\.ledger must be a ResourceLedger/);
+    expect(thrown(() => dedupeMcpClient(new Client({ name: 'x', version: '1' }), unsafe({ ledger: {} }))).message).toMatch(
+      /^options\.ledger must be a ResourceLedger/,
+    );
   });
 });

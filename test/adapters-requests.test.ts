@@ -22,13 +22,35 @@ function openaiRequest(): OpenAIChatRequest {
     temperature: 0,
     messages: [
       { role: 'system', content: 'You are a coding agent.' },
-      { role: 'user', content: [{ type: 'text', text: `Please review:\n${A}` }, { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } }] },
-      { role: 'assistant', content: 'Reading the files.', tool_calls: [{ id: 'c1', type: 'function', function: { name: 'read', arguments: '{"path":"a.ts"}' } }] },
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: `Please review:\n${A}` },
+          { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } },
+        ],
+      },
+      {
+        role: 'assistant',
+        content: 'Reading the files.',
+        tool_calls: [{ id: 'c1', type: 'function', function: { name: 'read', arguments: '{"path":"a.ts"}' } }],
+      },
       { role: 'tool', tool_call_id: 'c1', content: A },
       { role: 'assistant', content: null, tool_calls: [{ id: 'c2', type: 'function', function: { name: 'read', arguments: '{"path":"b.ts"}' } }] },
       { role: 'tool', tool_call_id: 'c2', content: [{ type: 'text', text: B }] },
-      { role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'UklGRg==', format: 'wav' } }, { type: 'text', text: A }] },
-      { role: 'assistant', content: [{ type: 'refusal', refusal: 'no' }, { type: 'text', text: B }] },
+      {
+        role: 'user',
+        content: [
+          { type: 'input_audio', input_audio: { data: 'UklGRg==', format: 'wav' } },
+          { type: 'text', text: A },
+        ],
+      },
+      {
+        role: 'assistant',
+        content: [
+          { type: 'refusal', refusal: 'no' },
+          { type: 'text', text: B },
+        ],
+      },
     ],
   };
 }
@@ -53,7 +75,14 @@ function anthropicRequest(): AnthropicMessagesRequest {
       {
         role: 'user',
         content: [
-          { type: 'tool_result', tool_use_id: 't2', content: [{ type: 'text', text: B }, { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } }] },
+          {
+            type: 'tool_result',
+            tool_use_id: 't2',
+            content: [
+              { type: 'text', text: B },
+              { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } },
+            ],
+          },
           { type: 'text', text: B },
         ],
       },
@@ -114,7 +143,13 @@ describe('dedupeOpenAIChat', () => {
     const request: OpenAIChatRequest = {
       messages: [
         { role: 'user', content: [{ type: 'text', text: A }] },
-        { role: 'user', content: [{ type: 'hologram', beam: { x: 1 } }, { type: 'text', text: A }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'hologram', beam: { x: 1 } },
+            { type: 'text', text: A },
+          ],
+        },
       ],
     };
     const { request: out, report } = dedupeOpenAIChat(request);
@@ -128,7 +163,10 @@ describe('dedupeOpenAIChat', () => {
     expect(thrown(() => dedupeOpenAIChat(unsafe<OpenAIChatRequest>({ messages: 'x' }))).message).toMatch(/^request\.messages must be an array/);
     const e = bad([{ role: 'user', content: 'a' }, 1, 2, { role: 'user', content: [{ type: 'text', text: 'a' }, { type: 7 }] }]);
     expect(e.message).toMatch(/^request\.messages\[1\] must be an object/);
-    const typed = bad([{ role: 'user', content: 'a' }, { role: 'user', content: [{ type: 'text', text: 'a' }, { type: 7 }] }]);
+    const typed = bad([
+      { role: 'user', content: 'a' },
+      { role: 'user', content: [{ type: 'text', text: 'a' }, { type: 7 }] },
+    ]);
     expect(typed).toBeInstanceOf(TypeError);
     expect(typed.message).toMatch(/^request\.messages\[1\]\.content\[1\]\.type must be a string/);
     expect(bad([{ role: 'user', content: [{ type: 'text', text: 5 }] }]).message).toMatch(/^request\.messages\[0\]\.content\[0\]\.text must be a string/);
@@ -223,11 +261,23 @@ describe('dedupeAnthropicMessages', () => {
 
   it('counts unknown block types and names malformed paths', () => {
     const request: AnthropicMessagesRequest = {
-      messages: [{ role: 'user', content: [{ type: 'future_block', data: 1 }, { type: 'tool_result', tool_use_id: 'x', content: [{ type: 'future_inner' }] }] }],
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'future_block', data: 1 },
+            { type: 'tool_result', tool_use_id: 'x', content: [{ type: 'future_inner' }] },
+          ],
+        },
+      ],
     };
     expect(dedupeAnthropicMessages(request).report.unknown).toBe(2);
     const e = thrown(() =>
-      dedupeAnthropicMessages(unsafe<AnthropicMessagesRequest>({ messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'x', content: [{ type: 'text', text: 1 }] }] }] })),
+      dedupeAnthropicMessages(
+        unsafe<AnthropicMessagesRequest>({
+          messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'x', content: [{ type: 'text', text: 1 }] }] }],
+        }),
+      ),
     );
     expect(e).toBeInstanceOf(TypeError);
     expect(e.message).toMatch(/^request\.messages\[0\]\.content\[0\]\.content\[0\]\.text must be a string/);
@@ -240,7 +290,8 @@ describe('one mapping shared with the CLI readers', () => {
     for (const request of [openaiRequest(), anthropicRequest()] as { messages: unknown[] }[]) {
       const cli = extractMessages(request.messages, ['messages']).units.map((u) => [u.message.id, u.path]);
       const texts = new Map(cli.map(([id, path]) => [id as string, path]));
-      const result = 'system' in request ? dedupeAnthropicMessages(unsafe<AnthropicMessagesRequest>(request)) : dedupeOpenAIChat(unsafe<OpenAIChatRequest>(request));
+      const result =
+        'system' in request ? dedupeAnthropicMessages(unsafe<AnthropicMessagesRequest>(request)) : dedupeOpenAIChat(unsafe<OpenAIChatRequest>(request));
       for (const d of result.decisions) expect(texts.get(d.id)).toEqual(d.path);
     }
   });
@@ -249,10 +300,14 @@ describe('one mapping shared with the CLI readers', () => {
 describe('optional peers', () => {
   const check = fileURLToPath(new URL('./fixtures/import-without.mjs', import.meta.url));
   const load = (module: string, name: string): string =>
-    execFileSync(process.execPath, ['--import', 'tsx', check, module.startsWith('data:') ? module : pathToFileURL(fileURLToPath(new URL(module, import.meta.url))).href, name], {
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'pipe'],
-    }).trim();
+    execFileSync(
+      process.execPath,
+      ['--import', 'tsx', check, module.startsWith('data:') ? module : pathToFileURL(fileURLToPath(new URL(module, import.meta.url))).href, name],
+      {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    ).trim();
 
   it("import { dedupeMessages } from 'ctxdedup' loads neither ai nor the MCP SDK (nor do the adapter subpaths)", () => {
     expect(load('../src/index.ts', 'dedupeMessages')).toBe('function');

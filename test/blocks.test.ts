@@ -68,7 +68,10 @@ function checkGuarantees(input: Message[], options: DedupeMessagesOptions = BLOC
   const seen = new Map<number, number>();
   for (const d of blockDecisions(r)) {
     // Net positive in characters and in o200k tokens (counted here independently).
-    const original = (input[d.index]?.content as string).split('\n').slice(d.lines.from - 1, d.lines.to).join('\n');
+    const original = (input[d.index]?.content as string)
+      .split('\n')
+      .slice(d.lines.from - 1, d.lines.to)
+      .join('\n');
     const k = seen.get(d.index) ?? 0;
     seen.set(d.index, k + 1);
     const ref = (r.messages[d.index]?.metadata?.['ctxdedup'] as BlocksMarker).references[k];
@@ -178,7 +181,9 @@ describe('block dedup: rules', () => {
     expect(blockDecisions(dedupeMessages([msg('x', tiny), msg('y', `${tiny}\nz`)], { keep: 'earliest', blocks: { minChars: 0 } }))).toEqual([]);
     const three = file(3).join('\n');
     expect(blockDecisions(dedupeMessages([msg('x', three), msg('y', `${three}\nz`)], BLOCKS))).toEqual([]);
-    expect(blockDecisions(dedupeMessages([msg('x', three), msg('y', `${three}\nz`)], { keep: 'earliest', blocks: { minLines: 3, minChars: 0 } }))).toHaveLength(1);
+    expect(blockDecisions(dedupeMessages([msg('x', three), msg('y', `${three}\nz`)], { keep: 'earliest', blocks: { minLines: 3, minChars: 0 } }))).toHaveLength(
+      1,
+    );
   });
 
   it('lookback bounds how far back a reference points', () => {

@@ -193,7 +193,15 @@ describe('CCE tolerance', () => {
   });
 
   it('property: both passes equal the pure-JS oracle on random odd transcripts', () => {
-    const pool = [text('p0', 8), text('p0', 9), text('p1', 8), text('p0', 8).replace('p0 2', 'P0 2'), text('p0', 8).replace('p0 4:', 'changed:'), '[summary: ' + text('p0', 8), 'short'];
+    const pool = [
+      text('p0', 8),
+      text('p0', 9),
+      text('p1', 8),
+      text('p0', 8).replace('p0 2', 'P0 2'),
+      text('p0', 8).replace('p0 4:', 'changed:'),
+      `[summary: ${text('p0', 8)}`,
+      'short',
+    ];
     const content = fc.oneof(fc.constantFrom<unknown>(...pool), fc.constantFrom<unknown>(null, 42, [], undefined));
     const message = fc.record({
       id: fc.oneof(fc.string({ maxLength: 3 }), fc.integer()),
@@ -222,7 +230,9 @@ describe('CCE tolerance', () => {
           const fuzzy = analyzeFuzzyDuplicates(messages, recencyStart, new Set(preserve), exact, threshold);
           const expectedFuzzy = analyze(messages, { ...o, exact: false, threshold, fuzzyExcluded: new Set(exact.keys()) }).fuzzy;
           const got = sorted(fuzzy);
-          expect(got.map(([k, v]) => [k, v.duplicateOfIndex, v.contentLength])).toEqual(expectedFuzzy.map((a) => [a.index, a.duplicateOfIndex, a.contentLength]));
+          expect(got.map(([k, v]) => [k, v.duplicateOfIndex, v.contentLength])).toEqual(
+            expectedFuzzy.map((a) => [a.index, a.duplicateOfIndex, a.contentLength]),
+          );
           got.forEach(([, v], i) => expect(Object.is(v.similarity, expectedFuzzy[i]?.similarity)).toBe(true));
         },
       ),
@@ -247,15 +257,24 @@ describe('CCE option coercion (issue 12)', () => {
     // 0.95 is above 19/21: nothing near; 'abc' is NaN and matches nothing; null is 0.
     expect(dedupe(messages, { fuzzyDedup: true, fuzzyThreshold: unsafe('0.95'), recencyWindow: 0 }).stats.messages_fuzzy_deduped).toBe(0);
     expect(dedupe(messages, { fuzzyDedup: true, fuzzyThreshold: unsafe('abc'), recencyWindow: 0 }).stats.messages_fuzzy_deduped).toBe(0);
-    expect(dedupe(messages, { fuzzyDedup: true, fuzzyThreshold: unsafe(null), recencyWindow: 0 })).toEqual(dedupe(messages, { fuzzyDedup: true, fuzzyThreshold: 0, recencyWindow: 0 }));
-    expect(dedupe(messages, { fuzzyDedup: true, fuzzyThreshold: unsafe(1n), recencyWindow: 0 })).toEqual(dedupe(messages, { fuzzyDedup: true, fuzzyThreshold: 1, recencyWindow: 0 }));
-    expect(sorted(analyzeFuzzyDuplicates(messages, 3, new Set(), new Map(), unsafe('0.9')))).toEqual(sorted(analyzeFuzzyDuplicates(messages, 3, new Set(), new Map(), 0.9)));
+    expect(dedupe(messages, { fuzzyDedup: true, fuzzyThreshold: unsafe(null), recencyWindow: 0 })).toEqual(
+      dedupe(messages, { fuzzyDedup: true, fuzzyThreshold: 0, recencyWindow: 0 }),
+    );
+    expect(dedupe(messages, { fuzzyDedup: true, fuzzyThreshold: unsafe(1n), recencyWindow: 0 })).toEqual(
+      dedupe(messages, { fuzzyDedup: true, fuzzyThreshold: 1, recencyWindow: 0 }),
+    );
+    expect(sorted(analyzeFuzzyDuplicates(messages, 3, new Set(), new Map(), unsafe('0.9')))).toEqual(
+      sorted(analyzeFuzzyDuplicates(messages, 3, new Set(), new Map(), 0.9)),
+    );
   });
 
   it('switches are read for their truthiness, like CCE reads them', () => {
     const on = dedupe(messages, { fuzzyDedup: true, recencyWindow: 0 });
     expect(dedupe(messages, { dedup: unsafe(1), fuzzyDedup: unsafe('yes'), recencyWindow: 0 })).toEqual(on);
-    expect(dedupe(messages, { dedup: unsafe(0), fuzzyDedup: unsafe(''), recencyWindow: 0 }).stats).toMatchObject({ messages_deduped: 0, messages_fuzzy_deduped: 0 });
+    expect(dedupe(messages, { dedup: unsafe(0), fuzzyDedup: unsafe(''), recencyWindow: 0 }).stats).toMatchObject({
+      messages_deduped: 0,
+      messages_fuzzy_deduped: 0,
+    });
     expect(dedupe(messages, { dedup: unsafe(null), fuzzyDedup: true, recencyWindow: 0 }).stats.messages_deduped).toBe(0);
     // A window given as a string is used in arithmetic and comparison as CCE does.
     expect(dedupe(messages, { recencyWindow: unsafe('1') })).toEqual(dedupe(messages, { recencyWindow: 1 }));
@@ -263,7 +282,16 @@ describe('CCE option coercion (issue 12)', () => {
 
   it('property: random option values never produce anything but a result, a TypeError or a RangeError', () => {
     const odd = fc.oneof(
-      fc.anything({ withBigInt: true, withBoxedValues: true, withMap: true, withSet: true, withNullPrototype: true, withTypedArray: true, withSparseArray: true, maxDepth: 2 }),
+      fc.anything({
+        withBigInt: true,
+        withBoxedValues: true,
+        withMap: true,
+        withSet: true,
+        withNullPrototype: true,
+        withTypedArray: true,
+        withSparseArray: true,
+        maxDepth: 2,
+      }),
       fc.constantFrom<unknown>('0.9', '1', '', 'abc', -1, 0.5, 2, NaN, Infinity, 1n, -3n, null, undefined, true, [], {}, [0.9], Symbol('s'), () => 0.9),
     );
     const optionsArb = fc.record(
@@ -272,7 +300,13 @@ describe('CCE option coercion (issue 12)', () => {
     );
     const messagesArb = fc.oneof(
       fc.constant(messages),
-      fc.array(fc.oneof(fc.constantFrom<unknown>(...messages, null, undefined, 42), fc.record({ id: odd, role: odd, content: fc.oneof(fc.constantFrom(base, edited), odd), tool_calls: odd, metadata: odd }, { requiredKeys: [] })), { maxLength: 6 }),
+      fc.array(
+        fc.oneof(
+          fc.constantFrom<unknown>(...messages, null, undefined, 42),
+          fc.record({ id: odd, role: odd, content: fc.oneof(fc.constantFrom(base, edited), odd), tool_calls: odd, metadata: odd }, { requiredKeys: [] }),
+        ),
+        { maxLength: 6 },
+      ),
       odd,
     );
     const allowed = (run: () => unknown): void => {
@@ -359,7 +393,7 @@ describe('robustness beyond CCE', () => {
     }
   });
 
-  it('(e) strings equal in every unit\'s low byte stay distinct (the binding hashes one byte per unit)', () => {
+  it("(e) strings equal in every unit's low byte stay distinct (the binding hashes one byte per unit)", () => {
     // U+0101, U+0201 and U+0001 share their low byte; so do U+4E00 and U+0000 after the prefix.
     const prefix = 'shared first line of a long tool output\n'.repeat(4);
     const variants = ['\u0101', '\u0201', '\u0001', '\u4e00', '\u0000'].map((c) => `${prefix}${c} tail`.padEnd(300, '.'));

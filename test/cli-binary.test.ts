@@ -20,7 +20,11 @@ const CHROMIUM = '/usr/bin/chromium';
 const BIG = process.env['CTXDEDUP_BIG_TESTS'] === '1';
 
 function newestSource(dir: string): number {
-  return Math.max(...readdirSync(dir, { withFileTypes: true, recursive: true }).filter((e) => e.isFile() && e.name.endsWith('.ts')).map((e) => statSync(join(e.parentPath, e.name)).mtimeMs));
+  return Math.max(
+    ...readdirSync(dir, { withFileTypes: true, recursive: true })
+      .filter((e) => e.isFile() && e.name.endsWith('.ts'))
+      .map((e) => statSync(join(e.parentPath, e.name)).mtimeMs),
+  );
 }
 
 let tmp: { dir: string; cleanup: () => void };
@@ -56,21 +60,25 @@ describe('ctxdedup binary', () => {
     for (const r of [data, usage]) expect(r.stderr).not.toMatch(/\n\s+at /);
   });
 
-  it(`streams a ${BIG ? '2 GB' : '200 MB'} corpus with bounded peak RSS`, async () => {
-    const mb = BIG ? 2000 : 200;
-    const corpus = join(tmp.dir, 'big.jsonl');
-    const { sessions } = (await writeSessionsJsonl(corpus, mb * 1e6, { seed: 11 })) as { sessions: number };
-    const out = join(tmp.dir, 'big-out.jsonl');
-    const r = ctxdedup(['dedupe', corpus, '-o', out, '--json', '--fuzzy']);
-    expect(r.code, r.stderr).toBe(0);
-    const report = JSON.parse(r.stdout) as { sessions: number; exactDuplicates: number; throughput: { peakRssMb: number; mbPerSec: number } };
-    if (BIG) console.info(`ctxdedup ${mb} MB streaming run: ${JSON.stringify(report.throughput)}`);
-    expect(report.sessions).toBe(sessions);
-    expect(report.exactDuplicates).toBeGreaterThan(0);
-    // Memory is bounded by a few sessions (each well under 1 MB here), not by the corpus.
-    expect(report.throughput.peakRssMb).toBeLessThan(BIG ? 600 : 450);
-    expect(statSync(out).size).toBeLessThan(statSync(corpus).size);
-  }, BIG ? 1_800_000 : 180_000);
+  it(
+    `streams a ${BIG ? '2 GB' : '200 MB'} corpus with bounded peak RSS`,
+    async () => {
+      const mb = BIG ? 2000 : 200;
+      const corpus = join(tmp.dir, 'big.jsonl');
+      const { sessions } = (await writeSessionsJsonl(corpus, mb * 1e6, { seed: 11 })) as { sessions: number };
+      const out = join(tmp.dir, 'big-out.jsonl');
+      const r = ctxdedup(['dedupe', corpus, '-o', out, '--json', '--fuzzy']);
+      expect(r.code, r.stderr).toBe(0);
+      const report = JSON.parse(r.stdout) as { sessions: number; exactDuplicates: number; throughput: { peakRssMb: number; mbPerSec: number } };
+      if (BIG) console.info(`ctxdedup ${mb} MB streaming run: ${JSON.stringify(report.throughput)}`);
+      expect(report.sessions).toBe(sessions);
+      expect(report.exactDuplicates).toBeGreaterThan(0);
+      // Memory is bounded by a few sessions (each well under 1 MB here), not by the corpus.
+      expect(report.throughput.peakRssMb).toBeLessThan(BIG ? 600 : 450);
+      expect(statSync(out).size).toBeLessThan(statSync(corpus).size);
+    },
+    BIG ? 1_800_000 : 180_000,
+  );
 });
 
 describe('ctxdedup binary with worker threads', () => {
@@ -92,7 +100,13 @@ describe('ctxdedup binary with worker threads', () => {
 });
 
 describe('ctxdedup binary when stdout fails (issue 12, item 8)', () => {
-  const conversation = JSON.stringify({ messages: [{ role: 'user', content: 'v'.repeat(300) }, { role: 'assistant', content: 'ok' }, { role: 'user', content: 'v'.repeat(300) }] });
+  const conversation = JSON.stringify({
+    messages: [
+      { role: 'user', content: 'v'.repeat(300) },
+      { role: 'assistant', content: 'ok' },
+      { role: 'user', content: 'v'.repeat(300) },
+    ],
+  });
 
   /** Runs the binary with stdout on `path` opened with `flags`. */
   function withStdout(path: string, flags: string, args: string[]): { code: number | null; stderr: string } {
@@ -128,7 +142,7 @@ describe('ctxdedup binary when stdout fails (issue 12, item 8)', () => {
   it('a closed pipe (EPIPE) ends with one clean line and exit 1', async () => {
     const file = join(tmp.dir, 'pipe.jsonl');
     const record = (i: number): string => JSON.stringify({ session: `s${i}`, messages: [{ role: 'user', content: `${i} `.repeat(200) }] });
-    writeFileSync(file, Array.from({ length: 4000 }, (_, i) => record(i)).join('\n') + '\n');
+    writeFileSync(file, `${Array.from({ length: 4000 }, (_, i) => record(i)).join('\n')}\n`);
     const child = spawn(process.execPath, [BIN, 'dedupe', file], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     let stderr = '';
     child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
@@ -140,13 +154,25 @@ describe('ctxdedup binary when stdout fails (issue 12, item 8)', () => {
 
   it('a file output that cannot be written (EFBIG under ulimit -f) leaves the old output and no verbatim file', () => {
     const file = join(tmp.dir, 'efbig.jsonl');
-    const record = (i: number): string => JSON.stringify({ session: `s${i}`, messages: [{ role: 'user', content: 'u'.repeat(300) }, { role: 'user', content: 'u'.repeat(300) }, { role: 'user', content: `${i} `.repeat(300) }] });
-    writeFileSync(file, Array.from({ length: 2000 }, (_, i) => record(i)).join('\n') + '\n');
+    const record = (i: number): string =>
+      JSON.stringify({
+        session: `s${i}`,
+        messages: [
+          { role: 'user', content: 'u'.repeat(300) },
+          { role: 'user', content: 'u'.repeat(300) },
+          { role: 'user', content: `${i} `.repeat(300) },
+        ],
+      });
+    writeFileSync(file, `${Array.from({ length: 2000 }, (_, i) => record(i)).join('\n')}\n`);
     const out = join(tmp.dir, 'efbig-out.jsonl');
     const v = join(tmp.dir, 'efbig.verbatim.jsonl');
     writeFileSync(out, 'the previous output\n');
     // Files may grow to 100 KB (the output would be about 2 MB); EFBIG instead of SIGXFSZ.
-    const r = spawnSync('/bin/sh', ['-c', 'trap "" XFSZ; ulimit -f 200; exec "$0" "$@"', process.execPath, BIN, 'dedupe', file, '-o', out, '--verbatim', v, '-q'], { cwd: ROOT, encoding: 'utf8' });
+    const r = spawnSync(
+      '/bin/sh',
+      ['-c', 'trap "" XFSZ; ulimit -f 200; exec "$0" "$@"', process.execPath, BIN, 'dedupe', file, '-o', out, '--verbatim', v, '-q'],
+      { cwd: ROOT, encoding: 'utf8' },
+    );
     expect(r.stderr).toMatch(/^ctxdedup: cannot write to [^\n]*efbig-out\.jsonl: EFBIG[^\n]*\n$/);
     expect(r.status).toBe(1);
     expect(readFileSync(out, 'utf8')).toBe('the previous output\n');
@@ -157,7 +183,10 @@ describe('ctxdedup binary when stdout fails (issue 12, item 8)', () => {
   it('refuses a stdout that is one of its inputs (>> in.json)', () => {
     const file = join(tmp.dir, 'append.json');
     writeFileSync(file, conversation);
-    for (const args of [['dedupe', file], ['dedupe', file, '--dry-run']]) {
+    for (const args of [
+      ['dedupe', file],
+      ['dedupe', file, '--dry-run'],
+    ]) {
       const r = withStdout(file, 'a', args);
       expect(r.code, r.stderr).toBe(2);
       expect(r.stderr).toMatch(/^ctxdedup: [^\n]*stdout[^\n]*\n$/);
@@ -206,7 +235,16 @@ describe.skipIf(!existsSync(CHROMIUM))('HTML report in headless Chromium', () =>
     const shot = join(tmp.dir, 'report.png');
     const dom = execFileSync(
       CHROMIUM,
-      ['--headless', '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--hide-scrollbars', '--window-size=1200,1000', `--screenshot=${shot}`, `file://${html}`],
+      [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-dev-shm-usage',
+        '--hide-scrollbars',
+        '--window-size=1200,1000',
+        `--screenshot=${shot}`,
+        `file://${html}`,
+      ],
       { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 60_000 },
     );
     void dom;

@@ -47,7 +47,9 @@ async function both(input: string, flags: string[], name: string): Promise<{ one
   const outOne = join(tmp.dir, `${name}-1`);
   const outTwo = join(tmp.dir, `${name}-2`);
   const one = await cli(['dedupe', input, '-o', outOne, '--json', '--jobs', '1', '--verbatim', `${outOne}.verbatim.jsonl`, ...flags]);
-  const two = await cli(['dedupe', input, '-o', outTwo, '--json', '--jobs', '2', '--verbatim', `${outTwo}.verbatim.jsonl`, ...flags], '', { batchBytes: TINY_BATCH });
+  const two = await cli(['dedupe', input, '-o', outTwo, '--json', '--jobs', '2', '--verbatim', `${outTwo}.verbatim.jsonl`, ...flags], '', {
+    batchBytes: TINY_BATCH,
+  });
   return { one, two, outOne, outTwo };
 }
 
@@ -85,17 +87,21 @@ describe('--jobs 1 and --jobs 2 agree byte for byte', () => {
     lines.splice(7, 0, '{"session": "broken", "messages": [');
     lines.splice(12, 0, '   ');
     lines.splice(20, 0, '{"session": "no messages"}');
-    writeFileSync(join(dir, 'a-sessions.jsonl'), lines.join('\r\n') + '\r\n');
+    writeFileSync(join(dir, 'a-sessions.jsonl'), `${lines.join('\r\n')}\r\n`);
     // The first line is malformed: the format is decided by the second.
     writeFileSync(join(dir, 'b-late.jsonl'), ['{oops', ...Array.from({ length: 8 }, (_, i) => record(100 + i))].join('\n'));
     // Pretty-printed sessions with spaces and a BOM: only the replaced strings may change.
-    const spaced = Array.from({ length: 6 }, (_, i) => JSON.stringify(JSON.parse(record(200 + i)), null, 0).replace(/":/g, '": ').replace(/,"/g, ', "'));
+    const spaced = Array.from({ length: 6 }, (_, i) =>
+      JSON.stringify(JSON.parse(record(200 + i)), null, 0)
+        .replace(/":/g, '": ')
+        .replace(/,"/g, ', "'),
+    );
     writeFileSync(join(dir, 'c-spaced.jsonl'), `\uFEFF${spaced.join('\n')}\n`);
     // An agent log with a malformed event, a gzipped sessions file, an OpenAI document, a bad document.
     const agent = (toAgentJsonl(makeSession(rand, pool, 20), 'agent-1', rand) as string).split('\n');
     agent.splice(4, 0, '{"type": "user", "message": ');
     writeFileSync(join(dir, 'd-agent.jsonl'), agent.join('\n'));
-    writeFileSync(join(dir, 'e-archive.jsonl.gz'), gzipSync(Buffer.from(Array.from({ length: 10 }, (_, i) => record(300 + i)).join('\n') + '\n')));
+    writeFileSync(join(dir, 'e-archive.jsonl.gz'), gzipSync(Buffer.from(`${Array.from({ length: 10 }, (_, i) => record(300 + i)).join('\n')}\n`)));
     writeFileSync(join(dir, 'f-chat.json'), JSON.stringify(toOpenAI(makeSession(rand, pool, 30)), null, 4));
     writeFileSync(join(dir, 'g-bad.json'), '{\n  "messages": [\n    {"role": "user" "content": "x"}\n  ]\n}\n');
     const runs = await both(dir, ['--on-error', 'skip', '--fuzzy', '--cross-session'], 'mixed');
@@ -130,7 +136,12 @@ describe('the CLI engine', () => {
   it('decides exactly what dedupeMessagesAsync decides', async () => {
     const corpus = join(tmp.dir, 'engine');
     writeSampleCorpus(corpus, 77);
-    const variants = [[], ['--fuzzy', '--threshold', '0.6'], ['--keep', 'earliest', '--recency-window', '3', '--fuzzy'], ['--min-chars', '50', '--preserve', 'system,user']];
+    const variants = [
+      [],
+      ['--fuzzy', '--threshold', '0.6'],
+      ['--keep', 'earliest', '--recency-window', '3', '--fuzzy'],
+      ['--min-chars', '50', '--preserve', 'system,user'],
+    ];
     for (const [i, flags] of variants.entries()) {
       const runs: { ran: Ran; out: string }[] = [];
       for (const hooks of [{}, { engine: stageEngine }]) {
@@ -148,9 +159,12 @@ describe('stdin', () => {
   it('sniffs JSONL on stdin whatever the batch size, and agrees across --jobs', async () => {
     const pool = makePool(6);
     const rand = rng(6);
-    const text = Array.from({ length: 12 }, (_, i) => sessionRecord(makeSession(rand, pool, 16), `in${i}`)).join('\n') + '\n';
+    const text = `${Array.from({ length: 12 }, (_, i) => sessionRecord(makeSession(rand, pool, 16), `in${i}`)).join('\n')}\n`;
     const outs: string[] = [];
-    for (const [jobs, hooks] of [['1', {}], ['2', { batchBytes: TINY_BATCH }]] as const) {
+    for (const [jobs, hooks] of [
+      ['1', {}],
+      ['2', { batchBytes: TINY_BATCH }],
+    ] as const) {
       const out = join(tmp.dir, `stdin-${jobs}.jsonl`);
       const r = await cli(['dedupe', '-', '-o', out, '--json', '--jobs', jobs], text, hooks);
       expect(r.code, r.stderr).toBe(0);
@@ -170,7 +184,7 @@ describe('errors from worker threads', () => {
     const rand = rng(4);
     const lines = Array.from({ length: 40 }, (_, i) => sessionRecord(makeSession(rand, pool, 12), `s${i}`));
     lines[26] = '{"session": "s26", "messages": [}';
-    writeFileSync(join(dir, 'big.jsonl'), lines.join('\n') + '\n');
+    writeFileSync(join(dir, 'big.jsonl'), `${lines.join('\n')}\n`);
     const outOne = join(tmp.dir, 'abort-1');
     const outTwo = join(tmp.dir, 'abort-2');
     const one = await cli(['dedupe', dir, '-o', outOne, '--jobs', '1']);

@@ -44,7 +44,10 @@ function setAt(root: unknown, path: readonly PathStep[], value: unknown): unknow
 function layout(value: unknown, rand: () => number): string {
   const ws = (): string => [' ', '\n', '\t', '\r\n', '', '', ''][Math.floor(rand() * 7)] as string;
   const str = (s: string): string =>
-    `"${s.split('').map((c) => (/[a-z]/.test(c) && rand() < 0.1 ? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}` : JSON.stringify(c).slice(1, -1))).join('')}"`;
+    `"${s
+      .split('')
+      .map((c) => (/[a-z]/.test(c) && rand() < 0.1 ? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}` : JSON.stringify(c).slice(1, -1)))
+      .join('')}"`;
   const go = (v: unknown): string => {
     if (typeof v === 'string') return str(v);
     if (Array.isArray(v)) return `[${ws()}${v.map((x) => go(x) + ws()).join(`,${ws()}`)}]`;
@@ -76,7 +79,7 @@ describe('spliceStrings', () => {
     fc.assert(
       fc.property(json, fc.integer(), fc.string({ unit: 'binary' }), (value, seed, replacement) => {
         let s = seed >>> 0;
-        const rand = (): number => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+        const rand = (): number => (s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32;
         const text = layout(value, rand);
         const parsed = JSON.parse(text) as unknown;
         const paths = stringPaths(parsed);

@@ -33,7 +33,12 @@ function readText(path: string): string {
 
 function parseAny(path: string): unknown {
   const text = readText(path);
-  return path.endsWith('.json') ? JSON.parse(text) : text.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as unknown);
+  return path.endsWith('.json')
+    ? JSON.parse(text)
+    : text
+        .split('\n')
+        .filter((l) => l !== '')
+        .map((l) => JSON.parse(l) as unknown);
 }
 
 let tmp: { dir: string; cleanup: () => void };
@@ -99,7 +104,13 @@ describe('dedupe on the sample corpus', () => {
 describe('single inputs and stdin', () => {
   const conversation = (): unknown => {
     const big = 'x'.repeat(300);
-    return { messages: [{ role: 'user', content: big }, { role: 'assistant', content: 'ok' }, { role: 'user', content: big }] };
+    return {
+      messages: [
+        { role: 'user', content: big },
+        { role: 'assistant', content: 'ok' },
+        { role: 'user', content: big },
+      ],
+    };
   };
 
   it('reads - from stdin and writes stdout, report on stderr', async () => {
@@ -114,7 +125,7 @@ describe('single inputs and stdin', () => {
   it('detects gzip on stdin and JSONL without an extension', async () => {
     const pool = makePool(1);
     const rand = rng(1);
-    const lines = [0, 1, 2].map((i) => sessionRecord(makeSession(rand, pool, 30), `s${i}`)).join('\n') + '\n';
+    const lines = `${[0, 1, 2].map((i) => sessionRecord(makeSession(rand, pool, 30), `s${i}`)).join('\n')}\n`;
     const r = await cli(['dedupe', '-', '--json', '-o', join(tmp.dir, 'stdin-out.jsonl')], gzipSync(Buffer.from(lines)));
     expect(r.code, r.stderr).toBe(0);
     const report = JSON.parse(r.stdout) as DedupeReport;
@@ -137,7 +148,7 @@ describe('single inputs and stdin', () => {
 
   it('restore matches a renamed single output by position', async () => {
     const file = join(tmp.dir, 'two.json');
-    writeFileSync(file, JSON.stringify(toOpenAI(makeSession(rng(5), makePool(5), 40)), null, 2) + '\n');
+    writeFileSync(file, `${JSON.stringify(toOpenAI(makeSession(rng(5), makePool(5), 40)), null, 2)}\n`);
     const out = join(tmp.dir, 'two.dedup.json');
     const v = join(tmp.dir, 'two.verbatim.jsonl.gz');
     expect((await cli(['dedupe', file, '-o', out, '--verbatim', v, '-q'])).code).toBe(0);
@@ -152,13 +163,22 @@ describe('cross-session', () => {
   it('replaces a tool output already seen in an earlier session, exact only', async () => {
     const out = 'tool output line\n'.repeat(30);
     const a = { session: 'a', messages: [{ id: 'a1', index: 0, role: 'tool', content: out }] };
-    const b = { session: 'b', messages: [{ id: 'b1', index: 0, role: 'tool', content: out }, { id: 'b2', index: 1, role: 'user', content: out }] };
+    const b = {
+      session: 'b',
+      messages: [
+        { id: 'b1', index: 0, role: 'tool', content: out },
+        { id: 'b2', index: 1, role: 'user', content: out },
+      ],
+    };
     const file = join(tmp.dir, 'cross.jsonl');
     writeFileSync(file, `${JSON.stringify(a)}\n${JSON.stringify(b)}\n`);
     const plain = await cli(['dedupe', file]);
     expect(plain.stdout.split('\n')[0]).toBe(JSON.stringify(a));
     const r = await cli(['dedupe', file, '--cross-session', '--keep', 'earliest']);
-    const [la, lb] = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as typeof a);
+    const [la, lb] = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as typeof a);
     expect(la?.messages[0]?.content).toBe(out);
     expect(lb?.messages[0]?.content).toBe(`[ctxdedup: duplicate of a#a1 — ${out.length} chars]`);
     expect(lb?.messages[1]?.content).toMatch(TAG);
@@ -261,7 +281,13 @@ function snapshot(dir: string): Map<string, string> {
 
 describe('outputs never alias an input or each other (issue 12, item 1)', () => {
   let dir: string;
-  const conversation = JSON.stringify({ messages: [{ role: 'user', content: 'y'.repeat(300) }, { role: 'assistant', content: 'ok' }, { role: 'user', content: 'y'.repeat(300) }] });
+  const conversation = JSON.stringify({
+    messages: [
+      { role: 'user', content: 'y'.repeat(300) },
+      { role: 'assistant', content: 'ok' },
+      { role: 'user', content: 'y'.repeat(300) },
+    ],
+  });
 
   beforeAll(async () => {
     dir = join(tmp.dir, 'alias');
@@ -328,7 +354,15 @@ describe('outputs never alias an input or each other (issue 12, item 1)', () => 
     const before = snapshot(dir);
     // Now b.jsonl is malformed: a.json was processed first, but nothing may be committed.
     writeFileSync(join(bad, 'b.jsonl'), '{"session": "s", "messages": [}\n');
-    writeFileSync(join(bad, 'a.json'), JSON.stringify({ messages: [{ role: 'user', content: 'z'.repeat(300) }, { role: 'user', content: 'z'.repeat(300) }] }));
+    writeFileSync(
+      join(bad, 'a.json'),
+      JSON.stringify({
+        messages: [
+          { role: 'user', content: 'z'.repeat(300) },
+          { role: 'user', content: 'z'.repeat(300) },
+        ],
+      }),
+    );
     const r = await cli(['dedupe', bad, '-o', out, '--verbatim', v, '-q']);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/b\.jsonl:1: malformed JSON/);
@@ -365,7 +399,15 @@ describe('CLI faults (issue 12, item 8)', () => {
     }
     // The verbatim file restore reads is an input too.
     const file = join(dir, 'one.json');
-    writeFileSync(file, JSON.stringify({ messages: [{ role: 'user', content: 'w'.repeat(300) }, { role: 'user', content: 'w'.repeat(300) }] }));
+    writeFileSync(
+      file,
+      JSON.stringify({
+        messages: [
+          { role: 'user', content: 'w'.repeat(300) },
+          { role: 'user', content: 'w'.repeat(300) },
+        ],
+      }),
+    );
     const v = join(dir, 'one.verbatim.jsonl.gz');
     expect((await cli(['dedupe', file, '-o', join(dir, 'one.out.json'), '--verbatim', v, '-q'])).code).toBe(0);
     const bytes = readFileSync(v);
@@ -389,12 +431,20 @@ describe('CLI faults (issue 12, item 8)', () => {
     const dir = join(tmp.dir, 'skip-rt');
     mkdirSync(dir);
     const big = 'r'.repeat(400);
-    const record = (s: string): string => JSON.stringify({ session: s, messages: [{ role: 'user', content: big }, { role: 'assistant', content: 'ok' }, { role: 'user', content: big }] });
+    const record = (s: string): string =>
+      JSON.stringify({
+        session: s,
+        messages: [
+          { role: 'user', content: big },
+          { role: 'assistant', content: 'ok' },
+          { role: 'user', content: big },
+        ],
+      });
     writeFileSync(join(dir, 'a.jsonl'), [record('s1'), '{"session": "s2", "messages": [}', '{"session": "no messages"}', record('s3'), ''].join('\n'));
     writeFileSync(join(dir, 'b.json'), '{\n  "messages": [\n    {"role": "user" "content": "x"}\n  ]\n}\n');
     writeFileSync(join(dir, 'c.json'), '{"name": "not a transcript"}');
     const event = (t: string): string => JSON.stringify({ type: 'user', sessionId: 'ag', message: { role: 'user', content: t } });
-    writeFileSync(join(dir, 'd-agent.jsonl'), [event(big), '{"type": "user", "message": ', event(big), event('short')].join('\n') + '\n');
+    writeFileSync(join(dir, 'd-agent.jsonl'), `${[event(big), '{"type": "user", "message": ', event(big), event('short')].join('\n')}\n`);
     const out = join(tmp.dir, 'skip-rt-out');
     const v = join(tmp.dir, 'skip-rt.verbatim.jsonl');
     const d = await cli(['dedupe', dir, '-o', out, '--verbatim', v, '--on-error', 'skip', '--json']);

@@ -51,7 +51,10 @@ describe('the vectors', () => {
   it('are ASCII files (every other character written as a \\u escape, lone surrogates included)', () => {
     for (const file of readdirSync(join(ROOT, 'conformance')).filter((f) => f.endsWith('.json'))) {
       const bytes = readFileSync(join(ROOT, 'conformance', file));
-      expect(bytes.every((b) => b < 0x80), file).toBe(true);
+      expect(
+        bytes.every((b) => b < 0x80),
+        file,
+      ).toBe(true);
     }
   });
 
@@ -170,7 +173,12 @@ describe('deliberately wrong implementations fail a vector that names the rule',
   it("a findings key with Rust's whitespace (trims U+0085, keeps U+FEFF)", async () => {
     // Rust's char::is_whitespace (Unicode White_Space): U+0085 is in, U+FEFF is not.
     const rustWhitespace = /[\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+/;
-    const rustKey = (p: string): string => p.toLowerCase().split(rustWhitespace).filter((w) => w !== '').join(' ');
+    const rustKey = (p: string): string =>
+      p
+        .toLowerCase()
+        .split(rustWhitespace)
+        .filter((w) => w !== '')
+        .join(' ');
     const report = await runConformance({ suites: ['findings'], impl: { findingKey: rustKey } });
     expect(failing(report)).toEqual(expect.arrayContaining(['findings/key-feff-is-whitespace', 'findings/key-nel-not-whitespace']));
     // The same implementation is right where JavaScript and Rust agree.
@@ -197,7 +205,9 @@ describe('deliberately wrong implementations fail a vector that names the rule',
     expect(ledger.vectors.find((r) => r.id === 'tool-then-tool')?.diff).toBe('threw Error: steps[0] (process) threw RangeError: boom');
     // And one that returns where an error is expected says what it returned.
     const lax = await runConformance({ suites: ['scored'], impl: { deduplicate: (s: unknown[]) => s.slice() } });
-    expect(lax.vectors.find((r) => r.id === 'error-nan-score')?.diff).toMatch(/^expected \{type: "RangeError", path: "scored\[1\]\.score"\} to be thrown, but it returned/);
+    expect(lax.vectors.find((r) => r.id === 'error-nan-score')?.diff).toMatch(
+      /^expected \{type: "RangeError", path: "scored\[1\]\.score"\} to be thrown, but it returned/,
+    );
   });
 });
 
@@ -289,7 +299,11 @@ describe('ctxdedup doctor', () => {
   describe('the built binary', () => {
     let tmp: { dir: string; cleanup: () => void };
     beforeAll(() => {
-      const newest = Math.max(...readdirSync(join(ROOT, 'src'), { withFileTypes: true, recursive: true }).filter((e) => e.isFile() && e.name.endsWith('.ts')).map((e) => statSync(join(e.parentPath, e.name)).mtimeMs));
+      const newest = Math.max(
+        ...readdirSync(join(ROOT, 'src'), { withFileTypes: true, recursive: true })
+          .filter((e) => e.isFile() && e.name.endsWith('.ts'))
+          .map((e) => statSync(join(e.parentPath, e.name)).mtimeMs),
+      );
       if (!existsSync(BIN) || statSync(BIN).mtimeMs < newest) {
         execFileSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.json')], { stdio: 'inherit' });
       }

@@ -4,14 +4,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import {
-  deduplicate,
-  deduplicateWithReport,
-  SMALL_BATCH,
-  type ContextItem,
-  type DeduplicateOptions,
-  type ScoredItem,
-} from '../src/index.js';
+import { deduplicate, deduplicateWithReport, SMALL_BATCH, type ContextItem, type DeduplicateOptions, type ScoredItem } from '../src/index.js';
 import { thrown, unsafe } from './assertions.js';
 
 type Engine = NonNullable<DeduplicateOptions['engine']>;
@@ -33,10 +26,8 @@ function oracle(scored: readonly ScoredItem[]): number[] {
 }
 
 describe.each(ENGINES)('deduplicate [engine %s]', (engine) => {
-  const run = (scored: readonly ScoredItem[], options: DeduplicateOptions = {}): ScoredItem[] =>
-    deduplicate(scored, { engine, ...options });
-  const report = (scored: readonly ScoredItem[], options: DeduplicateOptions = {}) =>
-    deduplicateWithReport(scored, { engine, ...options });
+  const run = (scored: readonly ScoredItem[], options: DeduplicateOptions = {}): ScoredItem[] => deduplicate(scored, { engine, ...options });
+  const report = (scored: readonly ScoredItem[], options: DeduplicateOptions = {}) => deduplicateWithReport(scored, { engine, ...options });
 
   describe('bad input', () => {
     const both: [string, (x: readonly ScoredItem[]) => unknown][] = [
@@ -318,12 +309,18 @@ describe('deduplicate: error messages never fail to build (issue 12)', () => {
     cyclic['self'] = cyclic;
     const scored = [{ item: { content: 'a' }, score: 1 }];
     expect(() => deduplicate(scored, { engine: unsafe(10n) })).toThrow(new TypeError("options.engine must be 'auto', 'native' or 'js', got 10n"));
-    expect(() => deduplicate(scored, { engine: unsafe(Object.create(null)) })).toThrow(new TypeError("options.engine must be 'auto', 'native' or 'js', got {}"));
-    expect(() => deduplicateWithReport(scored, { engine: unsafe(cyclic) })).toThrow(new TypeError("options.engine must be 'auto', 'native' or 'js', got an object"));
+    expect(() => deduplicate(scored, { engine: unsafe(Object.create(null)) })).toThrow(
+      new TypeError("options.engine must be 'auto', 'native' or 'js', got {}"),
+    );
+    expect(() => deduplicateWithReport(scored, { engine: unsafe(cyclic) })).toThrow(
+      new TypeError("options.engine must be 'auto', 'native' or 'js', got an object"),
+    );
   });
 
   it('a hole in scored is undefined at its index and gets the same error', () => {
     expect(() => deduplicate(unsafe([, { item: { content: 'a' }, score: 1 }]))).toThrow(new TypeError('scored[0] must be an object, got a undefined'));
-    expect(() => deduplicateWithReport(unsafe([{ item: { content: 'a' }, score: 1 }, ,]))).toThrow(new TypeError('scored[1] must be an object, got a undefined'));
+    expect(() => deduplicateWithReport(unsafe([{ item: { content: 'a' }, score: 1 }, ,]))).toThrow(
+      new TypeError('scored[1] must be an object, got a undefined'),
+    );
   });
 });

@@ -38,10 +38,21 @@ suite('describe and show', () => {
       expect(typeof show(value)).toBe('string');
     }
     fc.assert(
-      fc.property(fc.anything({ withBigInt: true, withBoxedValues: true, withMap: true, withSet: true, withNullPrototype: true, withTypedArray: true, withSparseArray: true }), (value) => {
-        expect(typeof describe(value)).toBe('string');
-        expect(show(value).length).toBeLessThanOrEqual(120);
-      }),
+      fc.property(
+        fc.anything({
+          withBigInt: true,
+          withBoxedValues: true,
+          withMap: true,
+          withSet: true,
+          withNullPrototype: true,
+          withTypedArray: true,
+          withSparseArray: true,
+        }),
+        (value) => {
+          expect(typeof describe(value)).toBe('string');
+          expect(show(value).length).toBeLessThanOrEqual(120);
+        },
+      ),
       { numRuns: 500 },
     );
   });
@@ -67,7 +78,9 @@ suite('errors that show a value name their path (any value)', () => {
     await expect(dedup.deduplicateAll({ linkage: unsafe(10n) })).rejects.toThrow(new TypeError("options.linkage must be 'single' or 'complete', got 10n"));
     const cyclic: Record<string, unknown> = {};
     cyclic['self'] = cyclic;
-    await expect(dedup.deduplicateAll({ linkage: unsafe(cyclic) })).rejects.toThrow(new TypeError("options.linkage must be 'single' or 'complete', got an object"));
+    await expect(dedup.deduplicateAll({ linkage: unsafe(cyclic) })).rejects.toThrow(
+      new TypeError("options.linkage must be 'single' or 'complete', got an object"),
+    );
   });
 
   it('hashedEmbedding(5) is rejected: options must be an object', () => {
@@ -80,6 +93,8 @@ suite('errors that show a value name their path (any value)', () => {
     expect(() => tokenCounter(unsafe(Object.create(null)))).toThrow(/^encoding must be one of .*, got \{\}$/);
     await expect(IngestIndex.open({ hashing: unsafe(10n) })).rejects.toThrow(new TypeError("options.hashing must be 'native' or 'js', got 10n"));
     await expect(startServer({ port: unsafe(Symbol('p')) })).rejects.toThrow(new RangeError('options.port must be an integer in [0, 65535], got Symbol(p)'));
-    await expect(startServer({ port: 8080, maxBody: unsafe(Object.create(null)) })).rejects.toThrow(new RangeError('options.maxBody must be a positive integer (bytes), got {}'));
+    await expect(startServer({ port: 8080, maxBody: unsafe(Object.create(null)) })).rejects.toThrow(
+      new RangeError('options.maxBody must be a positive integer (bytes), got {}'),
+    );
   });
 });

@@ -18,7 +18,9 @@ interface GoldenCase {
 }
 
 const dir = join(SHARED, 'golden', 'cce');
-const files = readdirSync(dir).filter((f) => f.endsWith('.json') && f !== '_manifest.json').sort();
+const files = readdirSync(dir)
+  .filter((f) => f.endsWith('.json') && f !== '_manifest.json')
+  .sort();
 const load = (file: string): GoldenCase => JSON.parse(readFileSync(join(dir, file), 'utf8')) as GoldenCase;
 const sorted = (map: Map<number, DedupAnnotation>) => [...map.entries()].sort((a, b) => a[0] - b[0]);
 
@@ -38,9 +40,7 @@ describe('ctxdedup/cce golden cases', () => {
 
     const fuzzy = analyzeFuzzyDuplicates(c.messages, c.params.recencyStart, preserve, new Map(c.expected.exact), c.params.threshold);
     const got = sorted(fuzzy);
-    expect(got.map(([k, v]) => [k, v.duplicateOfIndex, v.contentLength])).toEqual(
-      c.expected.fuzzy.map(([k, v]) => [k, v.duplicateOfIndex, v.contentLength]),
-    );
+    expect(got.map(([k, v]) => [k, v.duplicateOfIndex, v.contentLength])).toEqual(c.expected.fuzzy.map(([k, v]) => [k, v.duplicateOfIndex, v.contentLength]));
     got.forEach(([, v], i) => expect(Object.is(v.similarity, c.expected.fuzzy[i]?.[1].similarity)).toBe(true));
 
     const result = dedupe(c.messages, {

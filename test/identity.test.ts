@@ -24,7 +24,18 @@ describe('sha256', () => {
   });
 
   it('hashes the UTF-8 bytes of well-formed strings (emoji, NUL, BOM, CJK, astral)', () => {
-    for (const text of ['\u{1F600}', '\u{1F468}\u200D\u{1F469}\u200D\u{1F467}', 'a\0b', '\uFEFFx', '日本語', '\u{10400}\u{1D11E}', '\uFFFD', 'é', 'e\u0301', 'x'.repeat(100_000)]) {
+    for (const text of [
+      '\u{1F600}',
+      '\u{1F468}\u200D\u{1F469}\u200D\u{1F467}',
+      'a\0b',
+      '\uFEFFx',
+      '日本語',
+      '\u{10400}\u{1D11E}',
+      '\uFFFD',
+      'é',
+      'e\u0301',
+      'x'.repeat(100_000),
+    ]) {
       expect(sha256(text)).toBe(reference(text));
       expect(sha256(text)).toBe(reference(Buffer.from(text, 'utf8')));
       expect(sha256(new TextEncoder().encode(text))).toBe(sha256(text));
@@ -90,12 +101,17 @@ describe('sha256', () => {
 
   it('property: any string with a lone surrogate is rejected, never hashed as U+FFFD', () => {
     fc.assert(
-      fc.property(fc.string({ unit: 'binary', maxLength: 20 }), fc.constantFrom('\uD800', '\uDBFF', '\uDC00', '\uDFFF'), fc.string({ unit: 'binary', maxLength: 20 }), (a, lone, b) => {
-        // Avoid a prefix/suffix that would pair the lone unit up.
-        const safeA = a.replace(/[\uD800-\uDFFF]/g, 'x');
-        const safeB = b.replace(/[\uD800-\uDFFF]/g, 'y');
-        expect(() => sha256(safeA + lone + safeB)).toThrow(TypeError);
-      }),
+      fc.property(
+        fc.string({ unit: 'binary', maxLength: 20 }),
+        fc.constantFrom('\uD800', '\uDBFF', '\uDC00', '\uDFFF'),
+        fc.string({ unit: 'binary', maxLength: 20 }),
+        (a, lone, b) => {
+          // Avoid a prefix/suffix that would pair the lone unit up.
+          const safeA = a.replace(/[\uD800-\uDFFF]/g, 'x');
+          const safeB = b.replace(/[\uD800-\uDFFF]/g, 'y');
+          expect(() => sha256(safeA + lone + safeB)).toThrow(TypeError);
+        },
+      ),
       { numRuns: 100 },
     );
   });
@@ -129,16 +145,22 @@ describe('groupExact', () => {
   it('property: matches a Map-based oracle (with lone surrogates in the alphabet)', () => {
     const unit = fc.constantFrom('a', 'b', '\uD800', '\uDC00', '\uFFFD', '\u{1F600}');
     fc.assert(
-      fc.property(fc.array(fc.array(unit, { maxLength: 3 }).map((p) => p.join('')), { maxLength: 200 }), (contents) => {
-        const first = new Map<string, number>();
-        const expected = contents.map((c, i) => {
-          const seen = first.get(c);
-          if (seen !== undefined) return seen;
-          first.set(c, i);
-          return i;
-        });
-        expect(Array.from(groupExact(contents))).toEqual(expected);
-      }),
+      fc.property(
+        fc.array(
+          fc.array(unit, { maxLength: 3 }).map((p) => p.join('')),
+          { maxLength: 200 },
+        ),
+        (contents) => {
+          const first = new Map<string, number>();
+          const expected = contents.map((c, i) => {
+            const seen = first.get(c);
+            if (seen !== undefined) return seen;
+            first.set(c, i);
+            return i;
+          });
+          expect(Array.from(groupExact(contents))).toEqual(expected);
+        },
+      ),
       { numRuns: 200 },
     );
   });
@@ -165,8 +187,7 @@ describe('lengths measured in JavaScript', () => {
   const prefixed = { ...exact, skipPrefixes: [Uint16Array.of(0x5b)] };
   const contents = ['x'.repeat(300), 'x'.repeat(300), 'y'.repeat(40), 'y'.repeat(40)];
   const none = new Uint8Array(0);
-  const run = (lengths: number[], options = exact) =>
-    native.analyzeMessages(contents, Uint32Array.from(lengths), new Uint8Array(4), none, options);
+  const run = (lengths: number[], options = exact) => native.analyzeMessages(contents, Uint32Array.from(lengths), new Uint8Array(4), none, options);
 
   it('are checked whenever a string is read whole or up to its end', () => {
     expect(Array.from(run([300, 300, 40, 40]).exactIndex)).toEqual([0, 2]);

@@ -47,7 +47,14 @@ describe('IngestIndex near-duplicate mode', () => {
     // Near duplicates do not enter the window; new items do.
     expect(index.nearWindowSize('docs')).toBe(3);
     // Other namespaces are exact only.
-    expect(brief(await index.ingest('plain', [{ id: 'x', content: doc('a') }, { id: 'y', content: doc('a', 3) }]))).toEqual(['new', 'new']);
+    expect(
+      brief(
+        await index.ingest('plain', [
+          { id: 'x', content: doc('a') },
+          { id: 'y', content: doc('a', 3) },
+        ]),
+      ),
+    ).toEqual(['new', 'new']);
     expect(index.nearDuplicates('plain')).toBeUndefined();
     await index.close();
   });
@@ -69,9 +76,19 @@ describe('IngestIndex near-duplicate mode', () => {
   it('keeps the window bounded: the oldest new items leave it', async () => {
     const index = await IngestIndex.open({ store: 'memory', nearDuplicates: { window: 2 } });
     await index.ingest('w', [{ id: 'a', content: doc('a') }]);
-    await index.ingest('w', [{ id: 'b', content: doc('b') }, { id: 'c', content: doc('c') }]);
+    await index.ingest('w', [
+      { id: 'b', content: doc('b') },
+      { id: 'c', content: doc('c') },
+    ]);
     expect(index.nearWindowSize('w')).toBe(2);
-    expect(brief(await index.ingest('w', [{ id: 'a2', content: doc('a', 1) }, { id: 'c2', content: doc('c', 1) }]))).toEqual(['new', 'near:c']);
+    expect(
+      brief(
+        await index.ingest('w', [
+          { id: 'a2', content: doc('a', 1) },
+          { id: 'c2', content: doc('c', 1) },
+        ]),
+      ),
+    ).toEqual(['new', 'near:c']);
     await index.close();
   });
 
@@ -102,10 +119,23 @@ describe('IngestIndex near-duplicate mode', () => {
   it('bounds the memory of all windows together, shrinking the least recently used first', async () => {
     const size = doc('o1').length; // as long as o2, n1, n2
     const index = await IngestIndex.open({ store: 'memory', nearDuplicates: true, nearWindowMaxChars: 3 * size });
-    await index.ingest('old', [{ id: 'o1', content: doc('o1') }, { id: 'o2', content: doc('o2') }]);
-    await index.ingest('new', [{ id: 'n1', content: doc('n1') }, { id: 'n2', content: doc('n2') }]);
+    await index.ingest('old', [
+      { id: 'o1', content: doc('o1') },
+      { id: 'o2', content: doc('o2') },
+    ]);
+    await index.ingest('new', [
+      { id: 'n1', content: doc('n1') },
+      { id: 'n2', content: doc('n2') },
+    ]);
     expect([index.nearWindowSize('old'), index.nearWindowSize('new')]).toEqual([1, 2]);
-    expect(brief(await index.ingest('old', [{ id: 'o1b', content: doc('o1', 3) }, { id: 'o2b', content: doc('o2', 3) }]))).toEqual(['new', 'near:o2']);
+    expect(
+      brief(
+        await index.ingest('old', [
+          { id: 'o1b', content: doc('o1', 3) },
+          { id: 'o2b', content: doc('o2', 3) },
+        ]),
+      ),
+    ).toEqual(['new', 'near:o2']);
     await index.close();
   });
 
@@ -128,7 +158,9 @@ describe('IngestIndex near-duplicate mode', () => {
     await expect(open({ nearDuplicates: { threshold: 0 } })).rejects.toThrow(new RangeError('options.nearDuplicates.threshold must be in (0, 1], got 0'));
     await expect(open({ nearDuplicates: { threshold: 1.5 } })).rejects.toThrow(RangeError);
     await expect(open({ nearDuplicates: { threshold: Number.NaN } })).rejects.toThrow(/threshold must be in \(0, 1\], got NaN/);
-    await expect(open({ nearDuplicates: { threshold: '0.9' as never } })).rejects.toThrow(new TypeError('options.nearDuplicates.threshold must be a number, got a string'));
+    await expect(open({ nearDuplicates: { threshold: '0.9' as never } })).rejects.toThrow(
+      new TypeError('options.nearDuplicates.threshold must be a number, got a string'),
+    );
     await expect(open({ nearDuplicates: { window: 0 } })).rejects.toThrow(/^options\.nearDuplicates\.window must be in \[1, 1000000\], got 0$/);
     await expect(open({ nearDuplicates: { window: 2.5 } })).rejects.toThrow(/^options\.nearDuplicates\.window must be an integer/);
     await expect(open({ nearDuplicates: 'yes' as never })).rejects.toThrow(/^options\.nearDuplicates must be an object/);
@@ -138,8 +170,22 @@ describe('IngestIndex near-duplicate mode', () => {
     const index = await open({ nearDuplicates: { threshold: 1 }, namespaces: { off: { nearDuplicates: false } } });
     expect(index.nearDuplicates('on')).toEqual({ threshold: 1, window: 1000 });
     expect(index.nearDuplicates('off')).toBeUndefined();
-    expect(brief(await index.ingest('off', [{ id: 'a', content: doc('a') }, { id: 'b', content: doc('a').toUpperCase() }]))).toEqual(['new', 'new']);
-    expect(brief(await index.ingest('on', [{ id: 'a', content: doc('a') }, { id: 'b', content: doc('a').toUpperCase() }]))).toEqual(['new', 'near:a']);
+    expect(
+      brief(
+        await index.ingest('off', [
+          { id: 'a', content: doc('a') },
+          { id: 'b', content: doc('a').toUpperCase() },
+        ]),
+      ),
+    ).toEqual(['new', 'new']);
+    expect(
+      brief(
+        await index.ingest('on', [
+          { id: 'a', content: doc('a') },
+          { id: 'b', content: doc('a').toUpperCase() },
+        ]),
+      ),
+    ).toEqual(['new', 'near:a']);
     await index.close();
   });
 });
@@ -168,7 +214,11 @@ describe('near-duplicate check: native core vs the pure-JS reference and a naive
   function oracle(batches: { id: string; content: string }[][], threshold: number, windowSize: number): string[][] {
     const owner = new Map<string, string>();
     let recent: { id: string; lines: string[]; length: number }[] = [];
-    const lines = (text: string): string[] => text.split('\n').map((l) => l.trim().toLowerCase()).filter((l) => l !== '');
+    const lines = (text: string): string[] =>
+      text
+        .split('\n')
+        .map((l) => l.trim().toLowerCase())
+        .filter((l) => l !== '');
     const count = (xs: string[]): Map<string, number> => xs.reduce((m, x) => m.set(x, (m.get(x) ?? 0) + 1), new Map<string, number>());
     const similarity = (a: string[], al: number, b: string[], bl: number): number => {
       if (a.length < 2 || b.length < 2) return -1;

@@ -66,7 +66,14 @@ describe.each(localStores)('IngestIndex on the %s store', (_name, spec) => {
     expect(statuses(await index.ingest('ns', batch))).toEqual(['new', 'new', 'new']);
     expect(statuses(await index.ingest('ns', batch))).toEqual(['new', 'new', 'new']);
     // A different id with known content is a duplicate of the owner, wherever it sits in the batch.
-    expect(statuses(await index.ingest('ns', [{ id: 'x', content: 'two' }, { id: 'b', content: 'two' }]))).toEqual(['dup:b', 'new']);
+    expect(
+      statuses(
+        await index.ingest('ns', [
+          { id: 'x', content: 'two' },
+          { id: 'b', content: 'two' },
+        ]),
+      ),
+    ).toEqual(['dup:b', 'new']);
     await index.close();
   });
 
@@ -120,7 +127,12 @@ describe.each(localStores)('IngestIndex on the %s store', (_name, spec) => {
   it('concurrent batches with overlapping contents give exactly one new per content', async () => {
     const index = await IngestIndex.open({ store: spec() });
     const runs = await Promise.all(
-      Array.from({ length: 12 }, (_, b) => index.ingest('concurrent', Array.from({ length: 50 }, (_, i) => ({ id: `b${b}-${i}`, content: `c${(b * 17 + i) % 80}` })))),
+      Array.from({ length: 12 }, (_, b) =>
+        index.ingest(
+          'concurrent',
+          Array.from({ length: 50 }, (_, i) => ({ id: `b${b}-${i}`, content: `c${(b * 17 + i) % 80}` })),
+        ),
+      ),
     );
     const owners = new Map<string, string[]>();
     for (const r of runs.flat()) if (r.status === 'new') owners.set(r.sha256, [...(owners.get(r.sha256) ?? []), r.id]);
@@ -148,9 +160,9 @@ describe('IngestIndex options', () => {
     await expect(IngestIndex.open({ store: 'memory', ttlSeconds: -1 })).rejects.toThrow(/^options\.ttlSeconds must be in/);
     await expect(IngestIndex.open({ store: 'memory', namespaces: { 'a b': {} } })).rejects.toThrow(/is not a valid namespace/);
     await expect(IngestIndex.open({ store: 'memory', hashing: 'md5' as never })).rejects.toThrow(/^options\.hashing/);
-    await expect(IngestIndex.open({ store: 'memory', maxBatchItems: 2 }).then((i) => i.ingest('n', [{ content: 'a' }, { content: 'b' }, { content: 'c' }]))).rejects.toThrow(
-      /^items has 3 items, more than the limit of 2/,
-    );
+    await expect(
+      IngestIndex.open({ store: 'memory', maxBatchItems: 2 }).then((i) => i.ingest('n', [{ content: 'a' }, { content: 'b' }, { content: 'c' }])),
+    ).rejects.toThrow(/^items has 3 items, more than the limit of 2/);
   });
 });
 
@@ -188,7 +200,10 @@ describe('SQLite store: schema, options, worker thread', () => {
     old.close();
 
     const index = await IngestIndex.open({ store: `sqlite:${path}` });
-    const again = await index.ingest('ns', Array.from({ length: 51 }, (_, i) => ({ id: `new-${i}`, content: `old ${i}` })));
+    const again = await index.ingest(
+      'ns',
+      Array.from({ length: 51 }, (_, i) => ({ id: `new-${i}`, content: `old ${i}` })),
+    );
     expect(again.slice(0, 50).every((r, i) => r.status === 'duplicate' && r.duplicateOf === `old-${i}`)).toBe(true);
     expect(again[50]!.status).toBe('new');
     expect((index.store as SqliteStore).count('ns')).toBe(51);
@@ -242,9 +257,7 @@ describe('SQLite store: schema, options, worker thread', () => {
     const index = await IngestIndex.open({ store: sqliteSpec(), sqlite: { synchronous: 'normal' } });
     const store = index.store as SqliteStore;
     expect(store.synchronous).toBe('normal');
-    const claims = Array.from({ length: 20 }, (_, b) =>
-      store.claim('c', [{ sha256: sha256(`c${b % 10}`), id: `id${b}` }], { nowMs: 1 }),
-    );
+    const claims = Array.from({ length: 20 }, (_, b) => store.claim('c', [{ sha256: sha256(`c${b % 10}`), id: `id${b}` }], { nowMs: 1 }));
     const closed = store.close();
     const owners = await Promise.all(claims);
     await closed;
@@ -265,12 +278,23 @@ describe.skipIf(!redisAvailable())('IngestIndex on a real Redis', () => {
 
   it('reports new / duplicate / retry like the local stores', async () => {
     const index = await IngestIndex.open({ store: redis.url });
-    expect(statuses(await index.ingest('r1', [{ id: 'a', content: 'x' }, { id: 'b', content: 'x' }, { id: 'c', content: 'y' }]))).toEqual([
-      'new',
-      'dup:a',
-      'new',
-    ]);
-    expect(statuses(await index.ingest('r1', [{ id: 'a', content: 'x' }, { id: 'd', content: 'y' }]))).toEqual(['new', 'dup:c']);
+    expect(
+      statuses(
+        await index.ingest('r1', [
+          { id: 'a', content: 'x' },
+          { id: 'b', content: 'x' },
+          { id: 'c', content: 'y' },
+        ]),
+      ),
+    ).toEqual(['new', 'dup:a', 'new']);
+    expect(
+      statuses(
+        await index.ingest('r1', [
+          { id: 'a', content: 'x' },
+          { id: 'd', content: 'y' },
+        ]),
+      ),
+    ).toEqual(['new', 'dup:c']);
     await index.close();
   });
 

@@ -36,7 +36,11 @@ const SUBPATHS = Object.keys(MANIFEST.exports)
   .map((key) => `ctxdedup${key.slice(1)}`);
 
 function newestSource(dir: string): number {
-  return Math.max(...readdirSync(dir, { withFileTypes: true, recursive: true }).filter((e) => e.isFile() && e.name.endsWith('.ts')).map((e) => statSync(join(e.parentPath, e.name)).mtimeMs));
+  return Math.max(
+    ...readdirSync(dir, { withFileTypes: true, recursive: true })
+      .filter((e) => e.isFile() && e.name.endsWith('.ts'))
+      .map((e) => statSync(join(e.parentPath, e.name)).mtimeMs),
+  );
 }
 
 let tmp: { dir: string; cleanup: () => void };
@@ -122,7 +126,12 @@ describe('package manifest', () => {
     expect(platforms.length).toBeGreaterThan(0);
     const expected: Record<string, string> = {};
     for (const platform of platforms) {
-      const pkg = JSON.parse(readFileSync(join(ROOT, 'npm', platform.name, 'package.json'), 'utf8')) as { name: string; version: string; main: string; files: string[] };
+      const pkg = JSON.parse(readFileSync(join(ROOT, 'npm', platform.name, 'package.json'), 'utf8')) as {
+        name: string;
+        version: string;
+        main: string;
+        files: string[];
+      };
       expect(pkg.name).toBe(`ctxdedup-${platform.name}`);
       expect(pkg.version).toBe(MANIFEST.version);
       expect(pkg.main).toBe(`ctxdedup.${platform.name}.node`);
@@ -135,7 +144,10 @@ describe('package manifest', () => {
 
 describe("import 'ctxdedup'", () => {
   it('loads only the dependencies of the package: none of the optional peers', () => {
-    const { packages, stdout } = packagesLoaded(ROOT, "const m = await import('ctxdedup'); console.log(typeof m.dedupeMessages, 'IngestIndex' in m, 'MemoryDeduplicator' in m);");
+    const { packages, stdout } = packagesLoaded(
+      ROOT,
+      "const m = await import('ctxdedup'); console.log(typeof m.dedupeMessages, 'IngestIndex' in m, 'MemoryDeduplicator' in m);",
+    );
     expect(stdout.trim()).toBe('function false false');
     for (const peer of PEERS) expect(packages, peer).not.toContain(peer);
     const allowed = new Set([...Object.keys(MANIFEST.dependencies), ...Object.keys(MANIFEST.optionalDependencies)]);
@@ -152,10 +164,7 @@ describe("import 'ctxdedup'", () => {
   });
 
   it('the harness sees a peer loaded by import and by require (control)', () => {
-    const { packages } = packagesLoaded(
-      ROOT,
-      "await import('ctxdedup'); await import('fastify'); createRequire(import.meta.url)('better-sqlite3');",
-    );
+    const { packages } = packagesLoaded(ROOT, "await import('ctxdedup'); await import('fastify'); createRequire(import.meta.url)('better-sqlite3');");
     expect(packages).toContain('fastify');
     expect(packages).toContain('better-sqlite3');
   });
@@ -223,10 +232,22 @@ console.log(JSON.stringify([result.stats.exactDuplicates, second.decision, inges
   it.each([
     ['SqliteMemoryStore', 'better-sqlite3', "const { SqliteMemoryStore } = await import('ctxdedup/memory'); new SqliteMemoryStore('m.db');"],
     ["openMemoryStore('sqlite:…')", 'better-sqlite3', "const { openMemoryStore } = await import('ctxdedup/memory'); await openMemoryStore('sqlite:m.db');"],
-    ['ChromaMemoryStore.connect', 'chromadb', "const { ChromaMemoryStore } = await import('ctxdedup/memory'); await ChromaMemoryStore.connect({ url: 'http://127.0.0.1:9' });"],
+    [
+      'ChromaMemoryStore.connect',
+      'chromadb',
+      "const { ChromaMemoryStore } = await import('ctxdedup/memory'); await ChromaMemoryStore.connect({ url: 'http://127.0.0.1:9' });",
+    ],
     ['onnxEmbedding', 'onnxruntime-node', "const { onnxEmbedding } = await import('ctxdedup/memory'); await onnxEmbedding({ modelDir: 'model' });"],
-    ["IngestIndex.open({ store: 'sqlite:…' })", 'better-sqlite3', "const { IngestIndex } = await import('ctxdedup/ingest'); await IngestIndex.open({ store: 'sqlite:i.sqlite' });"],
-    ["IngestIndex.open({ store: 'redis://…' })", 'ioredis', "const { IngestIndex } = await import('ctxdedup/ingest'); await IngestIndex.open({ store: 'redis://127.0.0.1:9' });"],
+    [
+      "IngestIndex.open({ store: 'sqlite:…' })",
+      'better-sqlite3',
+      "const { IngestIndex } = await import('ctxdedup/ingest'); await IngestIndex.open({ store: 'sqlite:i.sqlite' });",
+    ],
+    [
+      "IngestIndex.open({ store: 'redis://…' })",
+      'ioredis',
+      "const { IngestIndex } = await import('ctxdedup/ingest'); await IngestIndex.open({ store: 'redis://127.0.0.1:9' });",
+    ],
     ['startServer', 'fastify', "const { startServer } = await import('ctxdedup/server'); await startServer({ store: 'memory', port: 0 });"],
   ])('%s says to install %s', (_feature, peer, body) => {
     const script = `try { ${body} console.log('no error'); } catch (error) { console.log(JSON.stringify({ message: error.message, code: error.code })); }`;
@@ -261,12 +282,16 @@ describe('native addon loader', () => {
     mkdirSync(join(pkg, 'dist'), { recursive: true });
     for (const file of ['native.js', 'package-root.js']) cpSync(join(ROOT, 'dist', file), join(pkg, 'dist', file));
     writeFileSync(join(pkg, 'package.json'), JSON.stringify({ name: 'ctxdedup', type: 'module', ...manifest }));
-    const r = spawnSync(process.execPath, ['--input-type=module', '-e', `await import(${JSON.stringify(pathToFileURL(join(pkg, 'dist', 'native.js')).href)})`], {
-      cwd: join(tmp.dir, name),
-      encoding: 'utf8',
-      env: { ...process.env, CTXDEDUP_NATIVE_PATH: '' },
-      timeout: 60_000,
-    });
+    const r = spawnSync(
+      process.execPath,
+      ['--input-type=module', '-e', `await import(${JSON.stringify(pathToFileURL(join(pkg, 'dist', 'native.js')).href)})`],
+      {
+        cwd: join(tmp.dir, name),
+        encoding: 'utf8',
+        env: { ...process.env, CTXDEDUP_NATIVE_PATH: '' },
+        timeout: 60_000,
+      },
+    );
     expect(r.status).not.toBe(0);
     const line = r.stderr.split('\n').find((l) => l.startsWith('Error: '));
     expect(line, r.stderr).toBeDefined();

@@ -111,7 +111,10 @@ describe.skipIf(!available)('ChromaMemoryStore on a real Chroma server', () => {
 
   it('two instances recording at once lose no audit entry and never share a sequence number', async () => {
     const name = `audit-race-${++collections}`;
-    const [a, b] = await Promise.all([ChromaMemoryStore.connect({ url: server.url, collection: name }), ChromaMemoryStore.connect({ url: server.url, collection: name })]);
+    const [a, b] = await Promise.all([
+      ChromaMemoryStore.connect({ url: server.url, collection: name }),
+      ChromaMemoryStore.connect({ url: server.url, collection: name }),
+    ]);
     const entry = (store: string, i: number) => ({
       at: i,
       action: 'replaced' as const,
@@ -143,7 +146,7 @@ describe.skipIf(!available)('ChromaMemoryStore on a real Chroma server', () => {
     await reader.close();
   });
 
-  it('serializes one instance\'s writes: of two concurrent adds of one id, exactly one succeeds', async () => {
+  it("serializes one instance's writes: of two concurrent adds of one id, exactly one succeeds", async () => {
     const store = await open();
     const results = await Promise.allSettled([
       store.add(memory('race', f32(1, 0, 0, 0, 0, 0, 0, 0), { content: 'first' })),
@@ -209,7 +212,7 @@ describe.skipIf(!available)('ChromaMemoryStore on a real Chroma server', () => {
     );
   });
 
-  it('rejects bad input with a TypeError or RangeError naming the field, and server refusals with the store\'s name', async () => {
+  it("rejects bad input with a TypeError or RangeError naming the field, and server refusals with the store's name", async () => {
     const store = await open();
     await store.add(memory('ok', f32(1, 0, 0, 0, 0, 0, 0, 0)));
     await expect(store.add(memory('bad', f32(1, 0, 0, 0, 0, 0, 0, 0), { content: 'a\uD800' }))).rejects.toThrow(

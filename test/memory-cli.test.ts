@@ -49,8 +49,17 @@ describe('ctxdedup memories dedupe', () => {
   it('a real run with a merge command merges and keeps the newest; --json reports it', async () => {
     const path = await seededStore();
     const ran = await cli([
-      'memories', 'dedupe', '--store', `sqlite:${path}`, '--lower', '0.7', '--upper', '0.88', '--json',
-      '--merge-command', "grep -c 'oldest to newest' > /dev/null && printf 'Bob is a senior backend engineer at Acme Corp.'",
+      'memories',
+      'dedupe',
+      '--store',
+      `sqlite:${path}`,
+      '--lower',
+      '0.7',
+      '--upper',
+      '0.88',
+      '--json',
+      '--merge-command',
+      "grep -c 'oldest to newest' > /dev/null && printf 'Bob is a senior backend engineer at Acme Corp.'",
     ]);
     expect(ran.code).toBe(0);
     const report = JSON.parse(ran.stdout) as BatchReport;
@@ -81,7 +90,9 @@ describe('ctxdedup memories dedupe', () => {
     expect(ran.code).toBe(0);
     const report = JSON.parse(ran.stdout) as BatchReport;
     expect([report.linkage, report.lowerThreshold, report.clusters.length]).toEqual(['complete', 0.7, 2]);
-    const overridden = JSON.parse((await cli(['memories', 'dedupe', '--config', config, '--dry-run', '--json', '--lower', '0.95', '--upper', '0.99'])).stdout) as BatchReport;
+    const overridden = JSON.parse(
+      (await cli(['memories', 'dedupe', '--config', config, '--dry-run', '--json', '--lower', '0.95', '--upper', '0.99'])).stdout,
+    ) as BatchReport;
     expect(overridden.clusters.map((c) => c.resultId)).toEqual(['pref-2']);
     expect(overridden.linkage).toBe('complete');
   });

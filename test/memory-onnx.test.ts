@@ -89,7 +89,7 @@ describe.skipIf(!available)('onnxEmbedding with all-MiniLM-L6-v2', () => {
       expect(performance.now() - start).toBeLessThan(500); // the whole text would take seconds
       // Chunks end at whitespace the normalizer keeps; NEL (U+0085) is White_Space but a control
       // that clean_text drops, so "c<NEL>d" at a chunk boundary must still be the word "cd".
-      const prefix = 'ab '.repeat(682) + 'cc'; // 2048 code units, the chunk size
+      const prefix = `${'ab '.repeat(682)}cc`; // 2048 code units, the chunk size
       expect(tokenizer.encode(`${prefix}\u0085d`, 4096)).toEqual(tokenizer.encode(`${prefix}d`, 4096));
       expect(tokenizer.encode(`${prefix}\u0085d`, 4096)).not.toEqual(tokenizer.encode(`${prefix} d`, 4096));
     });
@@ -205,7 +205,11 @@ describe.skipIf(!available)('onnxEmbedding with all-MiniLM-L6-v2', () => {
       expect(await write('5', 'Alice is allergic to shellfish and lives in Oslo.', 5)).toMatchObject({ decision: 'insert' });
 
       const contents = (await store.list()).map((m) => m.content).sort();
-      expect(contents).toEqual(['Alice is allergic to peanuts (a peanut allergy).', 'Alice is allergic to shellfish and lives in Oslo.', 'The deploy runs on Fridays.']);
+      expect(contents).toEqual([
+        'Alice is allergic to peanuts (a peanut allergy).',
+        'Alice is allergic to shellfish and lives in Oslo.',
+        'The deploy runs on Fridays.',
+      ]);
       // Nothing lost: the replaced and merged-away versions are in the audit log.
       expect((await dedup.history()).length).toBeGreaterThanOrEqual(2);
 

@@ -63,7 +63,7 @@ async function contents(store: MemoryStore): Promise<string[]> {
   return (await store.list()).map((m) => m.content).sort();
 }
 
-const concat: MergeFunction = async (older, newer, { memories }) => memories.map((m) => m.content).join(' + ');
+const concat: MergeFunction = async (_older, _newer, { memories }) => memories.map((m) => m.content).join(' + ');
 
 describe('MemoryDeduplicator options', () => {
   it('validates thresholds', () => {
@@ -86,21 +86,39 @@ describe('MemoryDeduplicator options', () => {
   it('rejects bad memories before writing anything', async () => {
     const store = new InMemoryStore();
     const dedup = new MemoryDeduplicator({ store, embed: tableEmbed });
-    await expect(dedup.addBatch([{ id: 'x', content: 'a' }, { id: '', content: 'b' }])).rejects.toThrow('memories[1].id must not be empty');
-    await expect(dedup.addBatch([{ id: 'x', content: 'a' }, { id: 'x', content: 'b' }])).rejects.toThrow(/memories\[1\].id repeats "x"/);
+    await expect(
+      dedup.addBatch([
+        { id: 'x', content: 'a' },
+        { id: '', content: 'b' },
+      ]),
+    ).rejects.toThrow('memories[1].id must not be empty');
+    await expect(
+      dedup.addBatch([
+        { id: 'x', content: 'a' },
+        { id: 'x', content: 'b' },
+      ]),
+    ).rejects.toThrow(/memories\[1\].id repeats "x"/);
     await expect(dedup.checkAndMerge({ id: 'x', content: 3 } as unknown as Memory)).rejects.toThrow('memories[0].content must be a string, got a number');
     await expect(dedup.checkAndMerge({ id: 'x', content: 'a', timestamp: Number.NaN })).rejects.toThrow(RangeError);
     await expect(dedup.checkAndMerge({ id: 'x', content: 'a \uD800' })).rejects.toThrow(
       new TypeError('memories[0].content contains a lone surrogate (it has no UTF-8 encoding, so a store cannot keep it exactly)'),
     );
-    await expect(dedup.addBatch([{ id: 'x', content: 'a' }, { id: 'y\uDC00', content: 'b' }])).rejects.toThrow(/^memories\[1\]\.id contains a lone surrogate/);
+    await expect(
+      dedup.addBatch([
+        { id: 'x', content: 'a' },
+        { id: 'y\uDC00', content: 'b' },
+      ]),
+    ).rejects.toThrow(/^memories\[1\]\.id contains a lone surrogate/);
     await expect(dedup.checkAndMerge({ id: 'x', content: 'a', metadata: [] as unknown as Record<string, unknown> })).rejects.toThrow(TypeError);
     expect(await store.list()).toEqual([]);
   });
 
   it('rejects bad embeddings before writing anything', async () => {
     const store = new InMemoryStore();
-    const bad = (result: unknown): EmbedFunction => async () => result as number[][];
+    const bad =
+      (result: unknown): EmbedFunction =>
+      async () =>
+        result as number[][];
     const memory = { id: 'x', content: 'a' };
     await expect(new MemoryDeduplicator({ store, embed: bad([]) }).checkAndMerge(memory)).rejects.toThrow('has 0 vectors for 1 texts');
     await expect(new MemoryDeduplicator({ store, embed: bad([[1, Number.NaN]]) }).checkAndMerge(memory)).rejects.toThrow('embed() result[0][1]');
@@ -164,7 +182,10 @@ describe('checkAndMerge thresholds', () => {
   it('inserts everything when disabled', async () => {
     const store = new InMemoryStore();
     const dedup = new MemoryDeduplicator({ store, embed: tableEmbed, enabled: false });
-    await dedup.addBatch([{ id: '1', content: 'a' }, { id: '2', content: 'a' }]);
+    await dedup.addBatch([
+      { id: '1', content: 'a' },
+      { id: '2', content: 'a' },
+    ]);
     expect(await contents(store)).toEqual(['a', 'a']);
   });
 });
@@ -301,7 +322,13 @@ describe('never loses a memory', () => {
   it('a crash between write and delete leaves both (more facts, never fewer)', async () => {
     const inner = new InMemoryStore();
     await inner.add({ id: 'old', content: 'a old', embedding: Float32Array.from(VECTORS['a']!), timestamp: 1 });
-    const dedup = new MemoryDeduplicator({ store: failing(inner, { delete: new Error('killed') }), embed: tableEmbed, merge: concat, upperThreshold: 0.99, lowerThreshold: 0.9 });
+    const dedup = new MemoryDeduplicator({
+      store: failing(inner, { delete: new Error('killed') }),
+      embed: tableEmbed,
+      merge: concat,
+      upperThreshold: 0.99,
+      lowerThreshold: 0.9,
+    });
     await expect(dedup.checkAndMerge({ id: 'new', content: 'b new', timestamp: 2 })).rejects.toThrow('killed');
     expect(await contents(inner)).toEqual(['a old', 'a old + b new']);
     // The audit entries were written first, so undo still has both originals.
@@ -408,8 +435,7 @@ describe('deduplicateAll', () => {
     const path = tempDb();
     const store = await seeded(path);
     const dedup = new MemoryDeduplicator({ store, embed: tableEmbed, upperThreshold: 0.95, lowerThreshold: 0.79, merge: concat });
-    const digest = () =>
-      [path, `${path}-wal`].map((f) => (existsSync(f) ? createHash('sha256').update(readFileSync(f)).digest('hex') : 'absent')).join();
+    const digest = () => [path, `${path}-wal`].map((f) => (existsSync(f) ? createHash('sha256').update(readFileSync(f)).digest('hex') : 'absent')).join();
     const before = digest();
     const listBefore = await store.list();
     const dry = await dedup.deduplicateAll({ dryRun: true });
@@ -468,7 +494,9 @@ describe('SqliteMemoryStore persistence', () => {
   it('requires a path: no silent temporary database; :memory: only by name', async () => {
     for (const path of [undefined, null, '', 42]) {
       expect(() => new SqliteMemoryStore(path as unknown as string)).toThrow(TypeError);
-      expect(() => new SqliteMemoryStore(path as unknown as string)).toThrow(/^path must be a file path \(or ':memory:' for a database that is never saved\), got /);
+      expect(() => new SqliteMemoryStore(path as unknown as string)).toThrow(
+        /^path must be a file path \(or ':memory:' for a database that is never saved\), got /,
+      );
     }
     const named = new SqliteMemoryStore(':memory:');
     await named.add({ id: '1', content: 'x', embedding: Float32Array.of(1, 0) });
@@ -539,7 +567,11 @@ describe('buildMergePrompt', () => {
 
   it('rejects holes and wrong values with an error naming the index, before building anything', async () => {
     await expectPathError(() => buildMergePrompt(new Array(3)), TypeError, 'memories[0] must be an object, got ');
-    await expectPathError(() => buildMergePrompt([{ id: 'a', content: 'x' }, , { id: 'b', content: 'y' }] as Memory[]), TypeError, 'memories[1] must be an object, got ');
+    await expectPathError(
+      () => buildMergePrompt([{ id: 'a', content: 'x' }, , { id: 'b', content: 'y' }] as Memory[]),
+      TypeError,
+      'memories[1] must be an object, got ',
+    );
     await expectPathError(() => buildMergePrompt([{ id: 'a', content: 7 } as unknown as Memory]), TypeError, 'memories[0].content must be a string, got ');
     await expectPathError(() => buildMergePrompt('x' as unknown as Memory[]), TypeError, 'memories must be an array, got ');
   });
@@ -557,9 +589,12 @@ describe('buildMergePrompt', () => {
   it('the deduplicator rejects such a timestamp before writing anything', async () => {
     const store = new InMemoryStore();
     const dedup = new MemoryDeduplicator({ store, embed: tableEmbed });
-    await expect(dedup.addBatch([{ id: '1', content: 'a', timestamp: 1 }, { id: '2', content: 'b', timestamp: 1e20 }])).rejects.toThrow(
-      /^memories\[1\]\.timestamp must be within/,
-    );
+    await expect(
+      dedup.addBatch([
+        { id: '1', content: 'a', timestamp: 1 },
+        { id: '2', content: 'b', timestamp: 1e20 },
+      ]),
+    ).rejects.toThrow(/^memories\[1\]\.timestamp must be within/);
     expect(await store.list()).toEqual([]);
   });
 });

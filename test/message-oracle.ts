@@ -78,7 +78,7 @@ export function contentOf(message: OracleMessage | null | undefined): string {
 
 export function isEligible(message: OracleMessage | null | undefined, o: OracleOptions): boolean {
   if (message === null || message === undefined || typeof message.content !== 'string') return false;
-  if (Boolean(message.role) && o.preserve.has(message.role)) return false;
+  if (message.role && o.preserve.has(message.role)) return false;
   if (Array.isArray(message.tool_calls) && message.tool_calls.length > 0) return false;
   const content = message.content;
   if (o.skipPrefixes.some((p) => content.startsWith(p))) return false;

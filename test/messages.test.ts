@@ -273,8 +273,8 @@ describe('dedupeMessages: exact', () => {
   });
 
   it('minChars boundary is 200 UTF-16 units; an emoji counts 2', () => {
-    const at200 = 'x'.repeat(198) + '\u{1F600}';
-    const at199 = 'y'.repeat(197) + '\u{1F600}';
+    const at200 = `${'x'.repeat(198)}\u{1F600}`;
+    const at199 = `${'y'.repeat(197)}\u{1F600}`;
     expect(at200.length).toBe(200);
     expect([...at200].length).toBe(199);
     expect(at199.length).toBe(199);
@@ -288,7 +288,14 @@ describe('dedupeMessages: exact', () => {
   });
 
   it('skips summary/truncation markers and honours custom skipPrefixes', () => {
-    const input = [msg('a', `[summary: ${A}`), msg('b', `[summary: ${A}`), msg('c', ` [summary: ${A}`), msg('d', ` [summary: ${A}`), msg('e', `#note ${A}`), msg('f', `#note ${A}`)];
+    const input = [
+      msg('a', `[summary: ${A}`),
+      msg('b', `[summary: ${A}`),
+      msg('c', ` [summary: ${A}`),
+      msg('d', ` [summary: ${A}`),
+      msg('e', `#note ${A}`),
+      msg('f', `#note ${A}`),
+    ];
     const r = checkResult(input, dedupeMessages(input));
     expect(r.decisions.map((d) => d.index)).toEqual([2, 4]);
     const custom = checkResult(input, dedupeMessages(input, { skipPrefixes: ['#note'] }));
@@ -309,7 +316,15 @@ describe('dedupeMessages: exact', () => {
   });
 
   it('non-string content is left alone and counts 0 chars', () => {
-    const input = [msg('a', [{ type: 'text', text: A }]), msg('b', [{ type: 'text', text: A }]), msg('c', null), msg('d', undefined), msg('e', 42), msg('f', A), msg('g', A)];
+    const input = [
+      msg('a', [{ type: 'text', text: A }]),
+      msg('b', [{ type: 'text', text: A }]),
+      msg('c', null),
+      msg('d', undefined),
+      msg('e', 42),
+      msg('f', A),
+      msg('g', A),
+    ];
     const r = checkResult(input, dedupeMessages(input, { fuzzy: true, minChars: 0 }));
     expect(r.decisions.map((d) => d.index)).toEqual([5]);
     expect(r.stats.charsBefore).toBe(2 * A.length);
@@ -481,7 +496,11 @@ describe('dedupeMessages: fuzzy', () => {
 
   it('custom templates fill {id} {keepId} {chars} {percent}', () => {
     const input = [msg('m0', other), msg('m1', other), msg('m2', baseText), msg('m3', editedText)];
-    const r = checkResult(input, dedupeMessages(input, { fuzzy: true, reference: { exact: 'E {id}<{keepId} {chars} {percent}%', fuzzy: 'F {id}<{keepId} {chars} {percent}%' } }), { reference: {} });
+    const r = checkResult(
+      input,
+      dedupeMessages(input, { fuzzy: true, reference: { exact: 'E {id}<{keepId} {chars} {percent}%', fuzzy: 'F {id}<{keepId} {chars} {percent}%' } }),
+      { reference: {} },
+    );
     expect(r.messages[0]?.content).toBe(`E m0<m1 ${other.length} 100%`);
     expect(r.messages[2]?.content).toBe(`F m2<m3 ${baseText.length} 90%`);
     // A partial template object keeps the default for the other kind.
@@ -529,7 +548,15 @@ describe('dedupeMessages: Unicode', () => {
       expect(fuzzyPair(variant((l) => `${ws}${l}`)).decisions).toEqual([]);
     }
     // Exact never trims.
-    expect(dedupeMessages([msg('a', plain), msg('b', variant((l) => `\uFEFF${l}`))]).decisions).toEqual([]);
+    expect(
+      dedupeMessages([
+        msg('a', plain),
+        msg(
+          'b',
+          variant((l) => `\uFEFF${l}`),
+        ),
+      ]).decisions,
+    ).toEqual([]);
   });
 
   it('CRLF vs LF: different for exact, ~100% for fuzzy', () => {
@@ -553,7 +580,7 @@ describe('dedupeMessages: Unicode', () => {
     const lowerFinal = greek.map((l) => l.toLowerCase()).join('\n');
     expect(lowerFinal).toContain('οδος');
     const lowerMedial = lowerFinal.replace(/ς/g, 'σ');
-    const pad = '\n' + 'padding line that is identical everywhere'.repeat(1);
+    const pad = `\n${'padding line that is identical everywhere'.repeat(1)}`;
     const a = upper + pad;
     const pair = [msg('a', a), msg('b', lowerFinal + pad)];
     const good = checkResult(pair, dedupeMessages(pair, { fuzzy: true }));
@@ -594,9 +621,48 @@ describe('dedupeMessages: Unicode', () => {
 
   it('property: line normalization equals JS trim().toLowerCase() on tricky characters', () => {
     const unit = fc.constantFrom(
-      'A', 'a', 'Σ', 'σ', 'ς', 'İ', 'i', 'I', 'ı', 'ß', 'ẞ', '\u0307', '\u0301', "'", '.', ' ', '\t', '\r', '\u000B',
-      '\uFEFF', '\u0085', '\u00A0', '\u2028', '\u200B', '\u180E', '\u3000', '\uD800', '\uDC00', '\uFFFD', '\u{1F600}',
-      '\u{10400}', '\u{1E900}', '\u212A', '\u2126', 'ǅ', '\u216B', '\u24B6', '\u1E9E', 'Ω', 'Ö', '\u0345', 'ﬁ',
+      'A',
+      'a',
+      'Σ',
+      'σ',
+      'ς',
+      'İ',
+      'i',
+      'I',
+      'ı',
+      'ß',
+      'ẞ',
+      '\u0307',
+      '\u0301',
+      "'",
+      '.',
+      ' ',
+      '\t',
+      '\r',
+      '\u000B',
+      '\uFEFF',
+      '\u0085',
+      '\u00A0',
+      '\u2028',
+      '\u200B',
+      '\u180E',
+      '\u3000',
+      '\uD800',
+      '\uDC00',
+      '\uFFFD',
+      '\u{1F600}',
+      '\u{10400}',
+      '\u{1E900}',
+      '\u212A',
+      '\u2126',
+      'ǅ',
+      '\u216B',
+      '\u24B6',
+      '\u1E9E',
+      'Ω',
+      'Ö',
+      '\u0345',
+      'ﬁ',
     );
     const line = fc.array(unit, { minLength: 1, maxLength: 8 }).map((u) => u.join(''));
     const transform = fc.constantFrom<(s: string) => string>(
@@ -905,14 +971,16 @@ describe('generated transcripts', () => {
     role: fc.constantFrom<string | undefined>('user', 'assistant', 'tool', 'tool', 'system', undefined),
     toolCalls: fc.constantFrom<unknown>(undefined, undefined, undefined, undefined, [], [{ id: 'c' }]),
   });
-  const transcript = fc.tuple(fc.array(variant, { minLength: 1, maxLength: 6, size: 'medium' }), fc.array(slot, { minLength: 2, maxLength: 40, size: 'medium' })).map(([variants, slots]) =>
-    slots.map((s, i): Message => {
-      const m: Message = { id: `m${i}`, content: variants[s.pick % variants.length] as string };
-      if (s.role !== undefined) m.role = s.role;
-      if (s.toolCalls !== undefined) m.tool_calls = s.toolCalls;
-      return m;
-    }),
-  );
+  const transcript = fc
+    .tuple(fc.array(variant, { minLength: 1, maxLength: 6, size: 'medium' }), fc.array(slot, { minLength: 2, maxLength: 40, size: 'medium' }))
+    .map(([variants, slots]) =>
+      slots.map((s, i): Message => {
+        const m: Message = { id: `m${i}`, content: variants[s.pick % variants.length] as string };
+        if (s.role !== undefined) m.role = s.role;
+        if (s.toolCalls !== undefined) m.tool_calls = s.toolCalls;
+        return m;
+      }),
+    );
   const options: fc.Arbitrary<DedupeMessagesOptions> = fc.record(
     {
       keep: fc.constantFrom<'latest' | 'earliest'>('latest', 'earliest'),

@@ -66,7 +66,10 @@ describe('dedupeSources', () => {
   it('treats a missing credibility as 0 and reads configurable fields', () => {
     const sources = [{ link: 'u' }, { link: 'u', score: 0.1 }, { link: 'v', score: -2 }];
     const r = dedupeSources(sources, { credibilityField: 'score', urlField: 'link' });
-    expect(r.unique).toEqual([{ link: 'u', score: 0.1 }, { link: 'v', score: -2 }]);
+    expect(r.unique).toEqual([
+      { link: 'u', score: 0.1 },
+      { link: 'v', score: -2 },
+    ]);
     expect(dedupeSources([{ url: 'u' }, { url: 'u', credibility_score: 0 }]).unique).toEqual([{ url: 'u' }]);
   });
 
@@ -254,8 +257,30 @@ describe('dedupeFindings', () => {
 
   it('matches the JavaScript reference on generated inputs', () => {
     const unit = fc.constantFrom(
-      'a', 'B', 'Σ', 'σ', 'ς', 'İ', 'i', 'ß', ' ', '\t', '\n', '\n', '\r', '\u0085', '\uFEFF', '\u00A0', '\u2028', '\u3000',
-      '\uD800', '\uDC00', '😀', 'x', 'Y', '.',
+      'a',
+      'B',
+      'Σ',
+      'σ',
+      'ς',
+      'İ',
+      'i',
+      'ß',
+      ' ',
+      '\t',
+      '\n',
+      '\n',
+      '\r',
+      '\u0085',
+      '\uFEFF',
+      '\u00A0',
+      '\u2028',
+      '\u3000',
+      '\uD800',
+      '\uDC00',
+      '😀',
+      'x',
+      'Y',
+      '.',
     );
     const text = fc.array(unit, { maxLength: 60 }).map((u) => u.join(''));
     fc.assert(
@@ -323,7 +348,13 @@ describe('stage report', () => {
 
   it('dedupeResearch runs both stages and reports', () => {
     const r = dedupeResearch(
-      { sources: [{ url: 'https://x.org/?utm_source=a', credibility_score: 0.2 }, { url: 'https://X.org', credibility_score: 0.5 }], findings: [P1, P1, P2] },
+      {
+        sources: [
+          { url: 'https://x.org/?utm_source=a', credibility_score: 0.2 },
+          { url: 'https://X.org', credibility_score: 0.5 },
+        ],
+        findings: [P1, P1, P2],
+      },
       { canonicalizeUrls: true, countTokens: 'cl100k_base' },
     );
     expect(r.sources.unique).toEqual([{ url: 'https://X.org', credibility_score: 0.5 }]);
@@ -388,9 +419,13 @@ describe('research: validation gaps (issue 12)', () => {
       new TypeError('results.findings.tokensSaved must be a number, got a string'),
     );
     expect(() => researchStageReport(unsafe({ findings: { tokens: 3, naiveTokens: NaN, removed: 1, tokensSaved: 2 } }))).toThrow(RangeError);
-    expect(() => researchStageReport(unsafe({ findings: { tokens: -1, naiveTokens: 5, removed: 1, tokensSaved: 2 } }))).toThrow(/results\.findings\.tokens must be an integer >= 0, got -1/);
+    expect(() => researchStageReport(unsafe({ findings: { tokens: -1, naiveTokens: 5, removed: 1, tokensSaved: 2 } }))).toThrow(
+      /results\.findings\.tokens must be an integer >= 0, got -1/,
+    );
     expect(() => researchStageReport(unsafe({ sources: {} }))).toThrow(new TypeError('results.sources.stats must be an object, got a undefined'));
-    expect(() => researchStageReport(unsafe({ sources: { stats: { total: 2, unique: 1 } } }))).toThrow(new TypeError('results.sources.stats.pruned must be a number, got a undefined'));
+    expect(() => researchStageReport(unsafe({ sources: { stats: { total: 2, unique: 1 } } }))).toThrow(
+      new TypeError('results.sources.stats.pruned must be a number, got a undefined'),
+    );
     // Real results still make a report.
     const findings = dedupeFindings([P1, P1]);
     const report = researchStageReport({ sources: dedupeSources([{ url: 'a' }]), findings });

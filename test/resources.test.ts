@@ -68,11 +68,11 @@ describe('ResourceLedger: matching', () => {
   it('delivers the same URI with changed content in full', () => {
     const ledger = new ResourceLedger();
     read(ledger, 1, 'c1', res('file:///foo.rs', FOO));
-    const changed = read(ledger, 2, 'c2', res('file:///foo.rs', FOO + '// edited\n'));
-    expect(changed.blocks[0]).toEqual(res('file:///foo.rs', FOO + '// edited\n'));
+    const changed = read(ledger, 2, 'c2', res('file:///foo.rs', `${FOO}// edited\n`));
+    expect(changed.blocks[0]).toEqual(res('file:///foo.rs', `${FOO}// edited\n`));
     expect(actions(changed.decisions)).toEqual(['changed']);
     // Both versions are now known; the old one still matches.
-    expect(actions(read(ledger, 3, 'c3', res('file:///foo.rs', FOO), res('file:///foo.rs', FOO + '// edited\n')).decisions)).toEqual([
+    expect(actions(read(ledger, 3, 'c3', res('file:///foo.rs', FOO), res('file:///foo.rs', `${FOO}// edited\n`)).decisions)).toEqual([
       'referenced',
       'referenced',
     ]);
@@ -97,7 +97,16 @@ describe('ResourceLedger: matching', () => {
     ledger.recordAttachment({ uri: 'file:///foo.rs', content: FOO, turn: 0 });
     const note: ContentBlock = { type: 'text', text: 'Here are the files:' };
     const small = res('file:///tiny.txt', 'tiny');
-    const { blocks, decisions, report } = read(ledger, 2, 'multi', note, res('file:///foo.rs', FOO), res('file:///bar.rs', BAR), small, res('file:///bar.rs', BAR));
+    const { blocks, decisions, report } = read(
+      ledger,
+      2,
+      'multi',
+      note,
+      res('file:///foo.rs', FOO),
+      res('file:///bar.rs', BAR),
+      small,
+      res('file:///bar.rs', BAR),
+    );
     expect(blocks[0]).toBe(note);
     expect(blocks[3]).toBe(small);
     expect((blocks[1] as { text: string }).text).toContain('the attachment at turn 0');
@@ -135,9 +144,9 @@ describe('ResourceLedger: minBytes (UTF-8 bytes of the raw content)', () => {
   const at = (bytes: number, unit = 'a'): string => unit.repeat(bytes / Buffer.byteLength(unit));
 
   it.each([
-    ['ASCII', at(300), at(300) + 'a'],
-    ['two-byte é (150 UTF-16 units = 300 bytes)', at(300, 'é'), at(300, 'é') + 'a'],
-    ['four-byte emoji (75 pairs = 300 bytes)', at(300, '😀'), at(300, '😀') + 'a'],
+    ['ASCII', at(300), `${at(300)}a`],
+    ['two-byte é (150 UTF-16 units = 300 bytes)', at(300, 'é'), `${at(300, 'é')}a`],
+    ['four-byte emoji (75 pairs = 300 bytes)', at(300, '😀'), `${at(300, '😀')}a`],
   ])('%s: 300 bytes always delivered, 301 bytes deduplicated', (_, exactly300, over) => {
     expect(Buffer.byteLength(exactly300)).toBe(300);
     expect(Buffer.byteLength(over)).toBe(301);
@@ -230,7 +239,9 @@ describe('ResourceLedger: configuration', () => {
   it('accepts a reference function and checks what it returns', () => {
     const ledger = new ResourceLedger({ reference: (info) => `see ${info.location} (${info.checksum}, ${info.original.kind})` });
     read(ledger, 1, 'c1', res('u', FOO));
-    expect((read(ledger, 2, 'c2', res('u', FOO)).blocks[0] as { text: string }).text).toBe(`see tool call \`c1\` in turn 1 (sha256:${sha(FOO).slice(0, 12)}, tool)`);
+    expect((read(ledger, 2, 'c2', res('u', FOO)).blocks[0] as { text: string }).text).toBe(
+      `see tool call \`c1\` in turn 1 (sha256:${sha(FOO).slice(0, 12)}, tool)`,
+    );
     const bad = new ResourceLedger({ reference: (() => 42) as unknown as () => string });
     read(bad, 1, 'c1', res('u', FOO));
     expect(() => read(bad, 2, 'c2', res('u', FOO))).toThrow(/options\.reference\(\) must return a string/);
@@ -415,7 +426,9 @@ describe('ResourceLedger: JSON round trip', () => {
     expect(() => ResourceLedger.fromJSON(null)).toThrow(/json must be an object/);
     expect(bad((j) => (j['format'] = 'other'))).toThrow(/json\.format/);
     expect(bad((j) => (j['version'] = 2))).toThrow(/json\.version/);
-    expect(bad((j) => ((j['deliveries'] as Record<string, unknown>[])[1]!['sha256'] = 'abc'))).toThrow(/json\.deliveries\[1\]\.sha256 must be 64 lowercase hex digits/);
+    expect(bad((j) => ((j['deliveries'] as Record<string, unknown>[])[1]!['sha256'] = 'abc'))).toThrow(
+      /json\.deliveries\[1\]\.sha256 must be 64 lowercase hex digits/,
+    );
     expect(bad((j) => ((j['deliveries'] as Record<string, unknown>[])[0]!['uri'] = 5))).toThrow(/json\.deliveries\[0\]\.uri must be a string/);
     expect(bad((j) => ((j['deliveries'] as Record<string, Record<string, unknown>>[])[0]!['location']!['turn'] = 9))).toThrow(
       /json\.deliveries\[0\]\.location\.turn is 9, after the ledger's latest turn 3/,
@@ -439,11 +452,31 @@ describe('ResourceLedger: bad input', () => {
 
   it.each([
     ['missing URI', blocks({ type: 'resource', content: FOO }), TypeError, /response\.blocks\[0\]\.uri must be a string, got a undefined/],
-    ['non-string URI', blocks({ type: 'text', text: 'ok' }, { type: 'resource', uri: 7, content: FOO }), TypeError, /response\.blocks\[1\]\.uri must be a string, got a number/],
-    ['numeric content', blocks({ type: 'resource', uri: 'u', content: 42 }), TypeError, /response\.blocks\[0\]\.content must be a string or a Uint8Array, got a number/],
-    ['array content', blocks({ type: 'resource', uri: 'u', content: [1, 2] }), TypeError, /blocks\[0\]\.content must be a string or a Uint8Array, got an array/],
+    [
+      'non-string URI',
+      blocks({ type: 'text', text: 'ok' }, { type: 'resource', uri: 7, content: FOO }),
+      TypeError,
+      /response\.blocks\[1\]\.uri must be a string, got a number/,
+    ],
+    [
+      'numeric content',
+      blocks({ type: 'resource', uri: 'u', content: 42 }),
+      TypeError,
+      /response\.blocks\[0\]\.content must be a string or a Uint8Array, got a number/,
+    ],
+    [
+      'array content',
+      blocks({ type: 'resource', uri: 'u', content: [1, 2] }),
+      TypeError,
+      /blocks\[0\]\.content must be a string or a Uint8Array, got an array/,
+    ],
     ['DataView content', blocks({ type: 'resource', uri: 'u', content: new DataView(new ArrayBuffer(4)) }), TypeError, /blocks\[0\]\.content/],
-    ['lone surrogate', blocks({ type: 'resource', uri: 'u', content: `${FOO}\uD83D` }), TypeError, /blocks\[0\]\.content contains a lone surrogate.*pass the content as bytes \(a Uint8Array\)/],
+    [
+      'lone surrogate',
+      blocks({ type: 'resource', uri: 'u', content: `${FOO}\uD83D` }),
+      TypeError,
+      /blocks\[0\]\.content contains a lone surrogate.*pass the content as bytes \(a Uint8Array\)/,
+    ],
     ['unknown block type', blocks({ type: 'image', data: 'x' }), TypeError, /response\.blocks\[0\]\.type must be 'resource' or 'text', got "image"/],
     ['missing block type', blocks({ uri: 'u', content: FOO }), TypeError, /response\.blocks\[0\]\.type/],
     ['non-string text', blocks({ type: 'text', text: null }), TypeError, /response\.blocks\[0\]\.text must be a string/],
@@ -454,7 +487,12 @@ describe('ResourceLedger: bad input', () => {
     ['fractional turn', { ...blocks(), turn: 6.5 }, RangeError, /response\.turn must be a non-negative integer/],
     ['NaN turn', { ...blocks(), turn: Number.NaN }, RangeError, /response\.turn/],
     ['string turn', { ...blocks(), turn: '6' }, TypeError, /response\.turn must be a number, got a string/],
-    ['turn going backwards', { ...blocks(), turn: 4 }, RangeError, /response\.turn is 4, but the conversation is already at turn 5 \(turns cannot go backwards\)/],
+    [
+      'turn going backwards',
+      { ...blocks(), turn: 4 },
+      RangeError,
+      /response\.turn is 4, but the conversation is already at turn 5 \(turns cannot go backwards\)/,
+    ],
     ['missing tool', { turn: 6, callId: 'x', blocks: [] }, TypeError, /response\.tool must be a string/],
     ['missing call id', { turn: 6, tool: 't', blocks: [] }, TypeError, /response\.callId must be a string/],
     ['not an object', null, TypeError, /response must be an object/],
@@ -541,7 +579,9 @@ description = "no dedup key here"
       expect(actions(read(ledger, 15, 'r15', res('r', big)).decisions)).toEqual(['expired']);
       expect(() => loadResourceConfig(join(dir, 'missing.toml'))).toThrow(/ENOENT/);
       writeFileSync(file, '[conversation.deduplication]\nmin_bytes = "300"\n');
-      expect(() => loadResourceConfig(file)).toThrow(new RegExp(`${file.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: conversation\\.deduplication\\.min_bytes must be an integer, got a string`));
+      expect(() => loadResourceConfig(file)).toThrow(
+        new RegExp(`${file.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: conversation\\.deduplication\\.min_bytes must be an integer, got a string`),
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -606,7 +646,9 @@ describe('resources: validation gaps (issue 12)', () => {
     expect(() => restoreResources(blocks, unsafe([, ...decisions]))).toThrow(new TypeError('decisions[0] must be an object, got a undefined'));
     const referenced = decisions[0] as ResourceDecision;
     expect(() => restoreResources(blocks, [{ ...referenced, index: 5 }])).toThrow(/decisions\[0\]\.index must be an integer in \[0, 1\]/);
-    expect(() => restoreResources(blocks, [unsafe({ ...referenced, block: undefined })])).toThrow(new TypeError('decisions[0].block must be an object, got a undefined'));
+    expect(() => restoreResources(blocks, [unsafe({ ...referenced, block: undefined })])).toThrow(
+      new TypeError('decisions[0].block must be an object, got a undefined'),
+    );
   });
 
   it('error messages never fail to build: BigInt, cyclic and null-prototype values are named', () => {

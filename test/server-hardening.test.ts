@@ -57,7 +57,9 @@ describe('item 3: a token is never silently empty; no token means loopback only'
     await expect(startServer({ port: 0, store: 'memory', token: '' })).rejects.toThrow(new TypeError('options.token is empty'));
     await expect(startServer({ port: 0, store: 'memory', token: '  ' })).rejects.toThrow(new TypeError('options.token is only whitespace'));
     await expect(startServer({ port: 0, store: 'memory', token: 'a\nb' })).rejects.toThrow(/^options\.token must be printable ASCII/);
-    await expect(startServer({ port: 0, store: 'memory', token: 5 as unknown as string })).rejects.toThrow(/^options\.token must be a non-empty string, got a number$/);
+    await expect(startServer({ port: 0, store: 'memory', token: 5 as unknown as string })).rejects.toThrow(
+      /^options\.token must be a non-empty string, got a number$/,
+    );
     await expect(startServer({ port: 0, store: 'memory', host: '' })).rejects.toThrow(new TypeError('options.host is empty'));
     await expect(startServer({ port: 0, store: 'memory', host: '0.0.0.0' })).rejects.toThrow(
       /^options\.host "0\.0\.0\.0" is not a loopback address and options\.token is not set.*options\.allowUnauthenticated: true$/,
@@ -86,7 +88,10 @@ describe('item 3: a token is never silently empty; no token means loopback only'
 
     const open = await startServerProcess(['--store', 'memory', '--body-timeout', '600ms', '--headers-timeout', '300ms']);
     try {
-      const lines = open.output().split('\n').filter((line) => /not authenticated/.test(line));
+      const lines = open
+        .output()
+        .split('\n')
+        .filter((line) => /not authenticated/.test(line));
       expect(lines).toEqual(['ctxdedup serve: no --token: requests are not authenticated (listening on loopback 127.0.0.1 only)']);
       // The timeout flags reach the server: a trickling client is cut off.
       const slow = await slowClient(Number(new URL(open.url).port), 'POST /v1/namespaces/slow/items HTTP/1.1\r\nHost: 127.0.0.1\r\n', 'X-Slow: abc\r\n');
@@ -105,10 +110,19 @@ describe('item 4: bodies are decoded strictly; invalid UTF-8 is a 400 naming the
       expect(response).toEqual({ status: 400, body: { error: 'items[0].content is not valid UTF-8 (byte 26 of the body)', code: 'INVALID_UTF8' } });
     }
     // Nothing was recorded: the real texts are both new, and distinct.
-    const ok = await post('/v1/namespaces/utf/items', JSON.stringify([{ id: 'a', content: 'café' }, { id: 'b', content: 'cafè' }]));
+    const ok = await post(
+      '/v1/namespaces/utf/items',
+      JSON.stringify([
+        { id: 'a', content: 'café' },
+        { id: 'b', content: 'cafè' },
+      ]),
+    );
     expect(ok.body.results.map((r: { status: string }) => r.status)).toEqual(['new', 'new']);
     // A real U+FFFD (valid UTF-8: EF BF BD) is content like any other.
-    const replacement = await post('/v1/namespaces/utf/items', bytes('[{"id":"r1","content":"caf', [0xef, 0xbf, 0xbd], '"},{"id":"r2","content":"caf\\ufffd"}]'));
+    const replacement = await post(
+      '/v1/namespaces/utf/items',
+      bytes('[{"id":"r1","content":"caf', [0xef, 0xbf, 0xbd], '"},{"id":"r2","content":"caf\\ufffd"}]'),
+    );
     expect(replacement.body.results.map((r: { status: string }) => r.status)).toEqual(['new', 'duplicate']);
   });
 
@@ -144,9 +158,16 @@ describe('item 4: bodies are decoded strictly; invalid UTF-8 is a 400 naming the
   it('the message stage route is strict too (messages[i] named); plain text is 415', async () => {
     const content = 'the same long tool output\n'.repeat(10);
     const body = (byte: number): Buffer =>
-      bytes(`{"messages":[{"id":"m0","role":"tool","content":${JSON.stringify(content)}},{"id":"m1","role":"tool","content":"${content.replace(/\n/g, '\\n')}`, [byte], '"}]}');
+      bytes(
+        `{"messages":[{"id":"m0","role":"tool","content":${JSON.stringify(content)}},{"id":"m1","role":"tool","content":"${content.replace(/\n/g, '\\n')}`,
+        [byte],
+        '"}]}',
+      );
     const response = await post('/v1/messages/dedupe', body(0xe9));
-    expect(response).toEqual({ status: 400, body: { error: expect.stringMatching(/^messages\[1\]\.content is not valid UTF-8 \(byte \d+ of the body\)$/), code: 'INVALID_UTF8' } });
+    expect(response).toEqual({
+      status: 400,
+      body: { error: expect.stringMatching(/^messages\[1\]\.content is not valid UTF-8 \(byte \d+ of the body\)$/), code: 'INVALID_UTF8' },
+    });
     const array = await post('/v1/messages/dedupe', bytes('[{"id":"m0","role":"user","content":"', [0xfe], '"}]'));
     expect(array.body.error).toMatch(/^messages\[0\]\.content is not valid UTF-8/);
     expect((await post('/v1/namespaces/utf4/items', '[{"content":"x"}]', 'text/plain')).status).toBe(415);
@@ -163,7 +184,7 @@ describe('item 4: bodies are decoded strictly; invalid UTF-8 is a 400 naming the
         if (at >= 0) {
           expect(decodeStrict(buffer.subarray(0, at))).toBeDefined();
           // The decoder fails on the sequence starting there, even with nothing after it.
-          expect(decodeStrict(buffer.subarray(0, at + 4 > buffer.length ? buffer.length : at + 4))).toBeUndefined();
+          expect(decodeStrict(buffer.subarray(0, Math.min(at + 4, buffer.length)))).toBeUndefined();
         }
       }),
       { numRuns: 3000, seed: 12 },
@@ -212,7 +233,11 @@ describe('item 9: request timeouts and the namespace length', () => {
   }, 30_000);
 
   it('a client trickling its headers gets 408 and its connection is closed', async () => {
-    const { response, closed } = await slowClient(server.port, 'POST /v1/namespaces/slow/items HTTP/1.1\r\nHost: 127.0.0.1\r\n', 'X-Slow: abcdefghijklmnopqrstuvwxyz\r\n');
+    const { response, closed } = await slowClient(
+      server.port,
+      'POST /v1/namespaces/slow/items HTTP/1.1\r\nHost: 127.0.0.1\r\n',
+      'X-Slow: abcdefghijklmnopqrstuvwxyz\r\n',
+    );
     expect(closed).toBe(true);
     expect(response).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
   }, 30_000);
@@ -224,7 +249,9 @@ describe('item 9: request timeouts and the namespace length', () => {
     } finally {
       await defaults.close();
     }
-    await expect(startServer({ port: 0, store: 'memory', bodyTimeoutMs: 0 })).rejects.toThrow(/^options\.bodyTimeoutMs must be an integer in \[1, 2147483647\] \(milliseconds\), got 0$/);
+    await expect(startServer({ port: 0, store: 'memory', bodyTimeoutMs: 0 })).rejects.toThrow(
+      /^options\.bodyTimeoutMs must be an integer in \[1, 2147483647\] \(milliseconds\), got 0$/,
+    );
     await expect(startServer({ port: 0, store: 'memory', bodyTimeoutMs: Number.NaN })).rejects.toThrow(/^options\.bodyTimeoutMs .* got NaN$/);
     await expect(startServer({ port: 0, store: 'memory', bodyTimeoutMs: 1000, headersTimeoutMs: 2000 })).rejects.toThrow(
       /^options\.headersTimeoutMs must be an integer in \[1, options\.bodyTimeoutMs = 1000\] \(milliseconds\), got 2000$/,
@@ -245,7 +272,10 @@ describe('item 9: request timeouts and the namespace length', () => {
     for (const ns of ['n'.repeat(129), '%6E'.repeat(129), 'n'.repeat(5000)]) {
       const response = await post(`/v1/namespaces/${ns}/items`, JSON.stringify([{ content: 'x' }]));
       expect({ length: ns.length, status: response.status }).toEqual({ length: ns.length, status: 400 });
-      expect(response.body).toMatchObject({ code: 'INVALID_INPUT', error: expect.stringMatching(/^namespace "n+" is not valid \(letters, digits, \. _ -; 1 to 128, not starting with \. _ -\)$/) });
+      expect(response.body).toMatchObject({
+        code: 'INVALID_INPUT',
+        error: expect.stringMatching(/^namespace "n+" is not valid \(letters, digits, \. _ -; 1 to 128, not starting with \. _ -\)$/),
+      });
     }
   });
 });

@@ -37,7 +37,14 @@ describe('ctxdedup serve routes (in-process, real HTTP on 127.0.0.1)', () => {
   });
 
   it('ingests a JSON array, then reports duplicates', async () => {
-    const first = await post('/v1/namespaces/docs/items', JSON.stringify([{ id: 'a', content: 'hello' }, { id: 'b', content: 'hello' }]), json);
+    const first = await post(
+      '/v1/namespaces/docs/items',
+      JSON.stringify([
+        { id: 'a', content: 'hello' },
+        { id: 'b', content: 'hello' },
+      ]),
+      json,
+    );
     expect(first.status).toBe(200);
     expect(first.body).toEqual({
       results: [
@@ -48,7 +55,16 @@ describe('ctxdedup serve routes (in-process, real HTTP on 127.0.0.1)', () => {
       duplicate: 1,
       nearDuplicate: 0,
     });
-    const second = await post('/v1/namespaces/docs/items', JSON.stringify({ items: [{ id: 'a', content: 'hello' }, { id: 'c', content: 'hello' }] }), json);
+    const second = await post(
+      '/v1/namespaces/docs/items',
+      JSON.stringify({
+        items: [
+          { id: 'a', content: 'hello' },
+          { id: 'c', content: 'hello' },
+        ],
+      }),
+      json,
+    );
     expect(second.body.results.map((r: { status: string }) => r.status)).toEqual(['new', 'duplicate']);
   });
 
@@ -174,7 +190,11 @@ describe('near-duplicate mode over HTTP', () => {
     const local = await startServer({ port: 0, store: 'memory', namespaces: { near: { nearDuplicates: { threshold: 0.8, window: 10 } } } });
     const doc = (edit?: number): string => Array.from({ length: 10 }, (_, i) => (i === edit ? 'changed' : `line ${i}`)).join('\n');
     const send = async (ns: string, items: unknown[]): Promise<any> => {
-      const response = await fetch(`${local.url}/v1/namespaces/${ns}/items`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(items) });
+      const response = await fetch(`${local.url}/v1/namespaces/${ns}/items`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(items),
+      });
       expect(response.status).toBe(200);
       return response.json();
     };
@@ -216,7 +236,6 @@ describe('serve flags', () => {
     expect(parseServeArgs(['--sqlite-sync', 'normal'], {})).toMatchObject({ sqliteSynchronous: 'normal' });
     expect(() => parseServeArgs(['--sqlite-sync', 'off'], {})).toThrow(/--sqlite-sync must be full or normal/);
   });
-
 
   it('parses sizes and flags, and rejects bad ones', () => {
     expect(parseSize('512kb')).toBe(512 * 1024);

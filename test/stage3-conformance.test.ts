@@ -107,9 +107,7 @@ describe('stage3 conformance vectors', () => {
       expect(returned).toBeUndefined();
       expect(thrown).toBeInstanceOf(Error);
       expect((thrown as Error).name).toBe(expected.error);
-      expect(() => deduplicateWithReport(scored, options)).toThrow(
-        expect.objectContaining({ name: expected.error }) as Error,
-      );
+      expect(() => deduplicateWithReport(scored, options)).toThrow(expect.objectContaining({ name: expected.error }) as Error);
       expectUnmodified(scored, before);
       return;
     }

@@ -5,14 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { gunzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import {
-  ResourceLedger,
-  countTokens,
-  countTokensBatch,
-  dedupeFindings,
-  tokenCounter,
-  type TokenEncoding,
-} from '../src/index.js';
+import { ResourceLedger, countTokens, countTokensBatch, dedupeFindings, tokenCounter, type TokenEncoding } from '../src/index.js';
 // @ts-expect-error: a plain .mjs script without type declarations.
 import { generate } from '../crates/ctxdedup-core/tools/gen-token-classes.mjs';
 
@@ -34,19 +27,114 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 /** Pieces that exercise every branch of the pre-tokenization patterns and every character class. */
 const PIECES = [
   // Letters: Lu, Ll, Lt, Lm, Lo (several scripts), and a letter new in Unicode 17 (Sidetic).
-  'a', 'b', 'z', 'A', 'Z', 'É', 'é', 'Σ', 'σ', 'ς', 'ǅ', 'ʰ', 'ー', '中', '文', 'あ', 'א', 'ß', 'İ', 'ı', '\u{10940}', '\u{10400}',
-  'hello', 'World', 'HTTP', 'camelCase', 'JSONParser', 'naïve',
+  'a',
+  'b',
+  'z',
+  'A',
+  'Z',
+  'É',
+  'é',
+  'Σ',
+  'σ',
+  'ς',
+  'ǅ',
+  'ʰ',
+  'ー',
+  '中',
+  '文',
+  'あ',
+  'א',
+  'ß',
+  'İ',
+  'ı',
+  '\u{10940}',
+  '\u{10400}',
+  'hello',
+  'World',
+  'HTTP',
+  'camelCase',
+  'JSONParser',
+  'naïve',
   // Marks (Mn, Mc, Me) and numbers (Nd, Nl, No).
-  '\u0301', '\u0903', '\u20DD', '0', '7', '42', '12345', '٣', 'Ⅻ', '½',
+  '\u0301',
+  '\u0903',
+  '\u20DD',
+  '0',
+  '7',
+  '42',
+  '12345',
+  '٣',
+  'Ⅻ',
+  '½',
   // Whitespace (JavaScript \s includes U+FEFF, not U+0085), line breaks, CRLF.
-  ' ', ' ', '  ', '\t', '\u00A0', '\u3000', '\u2028', '\u2029', '\u000B', '\u000C', '\uFEFF', '\u0085', '\u180E', '\u200B',
-  '\n', '\n', '\n\n', '\r\n', '\r', ' \n', '\n ',
+  ' ',
+  ' ',
+  '  ',
+  '\t',
+  '\u00A0',
+  '\u3000',
+  '\u2028',
+  '\u2029',
+  '\u000B',
+  '\u000C',
+  '\uFEFF',
+  '\u0085',
+  '\u180E',
+  '\u200B',
+  '\n',
+  '\n',
+  '\n\n',
+  '\r\n',
+  '\r',
+  ' \n',
+  '\n ',
   // Punctuation, slashes, contractions (ASCII only), special-token text.
-  '.', ',', '!', '?', '-', '--', '/', '//', '(', ')', '"', "'", '`', '#', '*', '_', '{', '}', '<', '>',
-  "'s", "'S", "'t", "'re", "'RE", "'Ve", "'m", "'ll", "'lL", "'d", "'ſ", "'x",
-  '<|endoftext|>', '<|im_start|>', '<|fim_prefix|>',
+  '.',
+  ',',
+  '!',
+  '?',
+  '-',
+  '--',
+  '/',
+  '//',
+  '(',
+  ')',
+  '"',
+  "'",
+  '`',
+  '#',
+  '*',
+  '_',
+  '{',
+  '}',
+  '<',
+  '>',
+  "'s",
+  "'S",
+  "'t",
+  "'re",
+  "'RE",
+  "'Ve",
+  "'m",
+  "'ll",
+  "'lL",
+  "'d",
+  "'ſ",
+  "'x",
+  '<|endoftext|>',
+  '<|im_start|>',
+  '<|fim_prefix|>',
   // Others: symbols, emoji, replacement character and lone surrogates.
-  '€', '©', '→', '😀', '👍🏽', '\uFFFD', '\uD800', '\uDC00', '\uDBFF', '\u0000',
+  '€',
+  '©',
+  '→',
+  '😀',
+  '👍🏽',
+  '\uFFFD',
+  '\uD800',
+  '\uDC00',
+  '\uDBFF',
+  '\u0000',
 ];
 
 const pieceText = fc.array(fc.constantFrom(...PIECES), { maxLength: 40 }).map((p) => p.join(''));
@@ -128,7 +216,7 @@ describe('native token counting is identical to gpt-tokenizer', () => {
 
   it('counts gpt-tokenizer quirks alike: trailing whitespace, U+FEFF pairs, non-ASCII contractions', () => {
     for (const encoding of ENCODINGS) {
-      for (const text of ['abc \n ', 'x  \n\n  ', '\uFEFF', '\uFEFFhello', 'a\uFEFF\uFEFF\uFEFFb', " \uFEFF", "it'ſ", "IT'S", '\u0085\u0085x']) {
+      for (const text of ['abc \n ', 'x  \n\n  ', '\uFEFF', '\uFEFFhello', 'a\uFEFF\uFEFF\uFEFFb', ' \uFEFF', "it'ſ", "IT'S", '\u0085\u0085x']) {
         expect(countTokens(text, encoding), JSON.stringify(text)).toBe(oracle(text, encoding));
       }
     }
@@ -158,7 +246,11 @@ describe('adversarial text is counted in linear time', () => {
   for (const [c, length, period] of cases) {
     it(`${JSON.stringify(c)} × ${length} returns the right count`, () => {
       for (const encoding of ENCODINGS) {
-        for (const [prefix, suffix] of [['', ''], ['a', 'b'], ['Session: ', '\nDone.']] as [string, string][]) {
+        for (const [prefix, suffix] of [
+          ['', ''],
+          ['a', 'b'],
+          ['Session: ', '\nDone.'],
+        ] as [string, string][]) {
           const text = prefix + c.repeat(length) + suffix;
           expect(countTokens(text, encoding)).toBe(expectedRun(prefix, c, length, suffix, period, encoding));
         }
@@ -182,7 +274,10 @@ describe('adversarial text is counted in linear time', () => {
   it('counts other long runs (every printable ASCII character, U+FEFF, CJK) with sane values', () => {
     const chars = [...Array.from({ length: 95 }, (_, i) => String.fromCharCode(32 + i)), '\uFEFF', '中', '\u0301', '\uD800'];
     for (const encoding of ENCODINGS) {
-      const counts = countTokensBatch(chars.map((c) => c.repeat(100_000)), encoding);
+      const counts = countTokensBatch(
+        chars.map((c) => c.repeat(100_000)),
+        encoding,
+      );
       chars.forEach((c, i) => {
         const n = counts[i] as number;
         // At least one token per 128 bytes (the longest token), at most one per byte.

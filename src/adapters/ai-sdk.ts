@@ -56,16 +56,7 @@ const OTHER_PARTS: ReadonlySet<string> = new Set([
 const TEXT_OUTPUTS: ReadonlySet<string> = new Set(['text', 'error-text']);
 const JSON_OUTPUTS: ReadonlySet<string> = new Set(['json', 'error-json']);
 const OTHER_OUTPUTS: ReadonlySet<string> = new Set(['execution-denied']);
-const OTHER_CONTENT_ITEMS: ReadonlySet<string> = new Set([
-  'media',
-  'file-data',
-  'file-url',
-  'file-id',
-  'image-data',
-  'image-url',
-  'image-file-id',
-  'custom',
-]);
+const OTHER_CONTENT_ITEMS: ReadonlySet<string> = new Set(['media', 'file-data', 'file-url', 'file-id', 'image-data', 'image-url', 'image-file-id', 'custom']);
 
 /** How a unit is written back: a string at its path, or a JSON output replaced by a text output. */
 interface Slot {
@@ -111,7 +102,13 @@ function promptUnits(prompt: unknown): PromptUnits {
     const role = stringAt(m['role'], () => [i, 'role']);
     const content = m['content'];
     if (role === 'system') {
-      add(`m${i}`, role, stringAt(content, () => [i, 'content']), { path: [i, 'content'] }, false);
+      add(
+        `m${i}`,
+        role,
+        stringAt(content, () => [i, 'content']),
+        { path: [i, 'content'] },
+        false,
+      );
       continue;
     }
     if (!Array.isArray(content)) fail([i, 'content'], `must be an array, got ${describe(content)}`);
@@ -125,7 +122,13 @@ function promptUnits(prompt: unknown): PromptUnits {
       if (!isObject(part)) fail([i, 'content', j], `must be an object, got ${describe(part)}`);
       const type = stringAt(part['type'], () => [i, 'content', j, 'type']);
       if (type === 'text') {
-        add(`m${i}.${j}`, role, stringAt(part['text'], () => [i, 'content', j, 'text']), { path: [i, 'content', j, 'text'] }, blocked);
+        add(
+          `m${i}.${j}`,
+          role,
+          stringAt(part['text'], () => [i, 'content', j, 'text']),
+          { path: [i, 'content', j, 'text'] },
+          blocked,
+        );
       } else if (type === 'tool-result') {
         toolResult(part, i, j, add, out);
       } else if (!OTHER_PARTS.has(type)) {

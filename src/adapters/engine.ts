@@ -6,7 +6,14 @@
  * @module
  */
 import { expectOptions } from '../errors.js';
-import { dedupeMessages, type DedupeMessagesOptions, type DedupeMessagesResult, type Message, type MessageDecision, type MessageDedupStats } from '../stages/messages.js';
+import {
+  dedupeMessages,
+  type DedupeMessagesOptions,
+  type DedupeMessagesResult,
+  type Message,
+  type MessageDecision,
+  type MessageDedupStats,
+} from '../stages/messages.js';
 import type { PathStep, Unit } from './mapping.js';
 
 /** Options every adapter accepts (validated by the message stage, named `options.<name>`). */

@@ -172,13 +172,7 @@ function collectContent(
   }
 }
 
-function collectToolResult(
-  block: Json,
-  path: PathStep[],
-  id: string,
-  unit: UnitSink,
-  reading: Reading,
-): void {
+function collectToolResult(block: Json, path: PathStep[], id: string, unit: UnitSink, reading: Reading): void {
   const inner = block['content'];
   if (typeof inner === 'string') {
     unit(id, 'tool', inner, [...path, 'content'], false);

@@ -189,8 +189,7 @@ async function ledgerStep(ledger: Record<string, unknown>, op: string, method: u
 }
 
 const findingKey: CallSpec = {
-  run: (fn, input, expected) =>
-    guarded(expected, async () => ({ key: await fn(record(input, 'input')['paragraph']) })),
+  run: (fn, input, expected) => guarded(expected, async () => ({ key: await fn(record(input, 'input')['paragraph']) })),
 };
 
 const dedupeFindings: CallSpec = {

@@ -38,7 +38,9 @@ export interface ConformanceImpl {
   deduplicateWithReport?(scored: ScoredItem[], options?: DeduplicateOptions): unknown;
   dedupeMessages?(messages: Message[], options?: DedupeMessagesOptions): unknown;
   /** A class: `new ResourceLedger(options)` with `recordAttachment`, `process`, `forgetTurns`, `forgetCalls`, `compactBefore`. */
-  ResourceLedger?: new (options?: ResourceLedgerOptions) => unknown;
+  ResourceLedger?: new (
+    options?: ResourceLedgerOptions,
+  ) => unknown;
   findingKey?(paragraph: string): unknown;
   dedupeFindings?(findings: string[], options?: DedupeFindingsOptions): unknown;
   dedupeSources?(sources: Source[], options?: DedupeSourcesOptions): unknown;

@@ -107,7 +107,9 @@ function renderFull(value: unknown, depth: number): string {
   if (value instanceof Uint8Array) return `<bytes ${Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('hex')}>`;
   if (depth > 6) return '…';
   if (Array.isArray(value)) return `[${value.map((v) => renderFull(v, depth + 1)).join(', ')}]`;
-  const entries = Object.keys(value as object).map((k) => `${/^[A-Za-z_$][\w$]*$/.test(k) ? k : renderString(k)}: ${renderFull((value as Record<string, unknown>)[k], depth + 1)}`);
+  const entries = Object.keys(value as object).map(
+    (k) => `${/^[A-Za-z_$][\w$]*$/.test(k) ? k : renderString(k)}: ${renderFull((value as Record<string, unknown>)[k], depth + 1)}`,
+  );
   return `{${entries.join(', ')}}`;
 }
 

@@ -39,8 +39,7 @@ export async function hashBatch(
   asyncThreshold = DEFAULT_ASYNC_THRESHOLD,
 ): Promise<BatchIdentity> {
   if (hashing === 'js') return hashBatchJs(contents);
-  const batch =
-    totalUnits >= asyncThreshold ? await native.ingestHashBatchAsync(contents) : native.ingestHashBatch(contents);
+  const batch = totalUnits >= asyncThreshold ? await native.ingestHashBatchAsync(contents) : native.ingestHashBatch(contents);
   return { hex: batch.sha256, first: batch.first };
 }
 

@@ -329,7 +329,9 @@ export class IngestIndex {
     return results.map((result, i) => {
       // A repeat of the head inside the batch with the head's id shares the head's decision.
       const hit = result.status === 'new' ? hitOf.get(first[i]!) : undefined;
-      return hit === undefined ? result : { status: 'duplicate', match: 'near', id: result.id, duplicateOf: hit.duplicateOf, similarity: hit.similarity, sha256: result.sha256 };
+      return hit === undefined
+        ? result
+        : { status: 'duplicate', match: 'near', id: result.id, duplicateOf: hit.duplicateOf, similarity: hit.similarity, sha256: result.sha256 };
     });
   }
 

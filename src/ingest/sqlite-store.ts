@@ -274,7 +274,8 @@ export class SqliteStore implements IngestStore {
     if (typeof path !== 'string' || path === '') {
       typeError('path', `must be a file path, got ${path === '' ? 'an empty string' : describe(path)}`);
     }
-    if (path === ':memory:') rangeError('path', "must be a file: an in-memory database (':memory:') cannot be shared with the claim worker; use the 'memory' store");
+    if (path === ':memory:')
+      rangeError('path', "must be a file: an in-memory database (':memory:') cannot be shared with the claim worker; use the 'memory' store");
     this.path = path;
     this.synchronous = options.synchronous ?? 'full';
     const busyTimeoutMs = Math.trunc(options.busyTimeoutMs ?? 5000);

@@ -125,7 +125,12 @@ export class ChromaMemoryStore implements MemoryStore {
     this.url = url;
     this.collectionName = collection.name;
     this.#collection = collection;
-    this.audit = new ChromaAuditLog(url, auditCollection, () => this.#checkOpen(), (op, write) => this.#exclusive(op, write));
+    this.audit = new ChromaAuditLog(
+      url,
+      auditCollection,
+      () => this.#checkOpen(),
+      (op, write) => this.#exclusive(op, write),
+    );
   }
 
   /**

@@ -172,11 +172,6 @@ export interface BatchReport {
   remaining: number;
 }
 
-interface Thresholds {
-  upper: number;
-  lower: number;
-}
-
 function isNewer(a: Memory, b: Memory): boolean {
   return (a.timestamp ?? -Infinity) > (b.timestamp ?? -Infinity);
 }
@@ -287,7 +282,14 @@ export class MemoryDeduplicator {
     } catch (error) {
       this.#log({ event: 'dedup_fail', ids: [incoming.id], failed: 'store_query', error: errorText(error), fallback: 'insert' }, 'warn');
       await this.store.add(incoming);
-      return { ...base, decision: 'insert', similarity: null, closestId: null, failure: 'store_query', reason: 'the store query failed; inserted anyway (fail open)' };
+      return {
+        ...base,
+        decision: 'insert',
+        similarity: null,
+        closestId: null,
+        failure: 'store_query',
+        reason: 'the store query failed; inserted anyway (fail open)',
+      };
     }
     const similarity = closest?.similarity ?? null;
     const closestId = closest?.memory.id ?? null;
@@ -319,7 +321,15 @@ export class MemoryDeduplicator {
     const merged = await this.#mergeMembers([older, newer]);
     if (merged.failure !== undefined) {
       const result = await this.#keepNewer(incoming, older, newer, closest.similarity);
-      return { ...base, ...result, decision: 'replace', similarity, closestId, failure: merged.failure, reason: `${reason}; the merge failed, so the newer memory replaced the older` };
+      return {
+        ...base,
+        ...result,
+        decision: 'replace',
+        similarity,
+        closestId,
+        failure: merged.failure,
+        reason: `${reason}; the merge failed, so the newer memory replaced the older`,
+      };
     }
     const result = merged.memory;
     // Audit first (both inputs: neither survives verbatim), then write the merged memory, then

@@ -136,7 +136,13 @@ export async function onnxEmbedding(options: OnnxEmbeddingOptions): Promise<Onnx
     });
     const shape = [batch.length, width];
     const tensor = (data: Int32Array): Tensor =>
-      io.int32 ? new ort.Tensor('int32', data, shape) : new ort.Tensor('int64', BigInt64Array.from(data, (v) => BigInt(v)), shape);
+      io.int32
+        ? new ort.Tensor('int32', data, shape)
+        : new ort.Tensor(
+            'int64',
+            BigInt64Array.from(data, (v) => BigInt(v)),
+            shape,
+          );
     const feeds: Record<string, Tensor> = { [io.inputIds]: tensor(ids) };
     if (io.attentionMask !== undefined) feeds[io.attentionMask] = tensor(mask);
     // One sentence per text: the segment ids are all 0.
@@ -193,7 +199,9 @@ export async function onnxEmbedding(options: OnnxEmbeddingOptions): Promise<Onnx
     for (let start = 0; start < order.length; start += batchSize) {
       const rows = order.slice(start, start + batchSize);
       const { vectors } = await runBatch(rows.map((i) => tokenized[i]!));
-      rows.forEach((row, b) => result.set(vectors.subarray(b * dim, (b + 1) * dim), row * dim));
+      rows.forEach((row, b) => {
+        result.set(vectors.subarray(b * dim, (b + 1) * dim), row * dim);
+      });
     }
     return Array.from({ length: tokenized.length }, (_, i) => result.subarray(i * dim, (i + 1) * dim));
   };
@@ -235,7 +243,7 @@ function describeIo(session: InferenceSession): { inputIds: string; attentionMas
   const unknown = inputs.filter((n) => !known.has(n));
   if (unknown.length > 0) throw new Error(`ctxdedup: onnxEmbedding: the model needs inputs this adapter does not provide: ${unknown.join(', ')}`);
   const meta = session.inputMetadata?.find((m) => m.name === inputIds);
-  const int32 = meta !== undefined && meta.isTensor && meta.type === 'int32';
+  const int32 = meta?.isTensor === true && meta.type === 'int32';
   // An exported sentence-transformers pipeline may output the pooled vector itself; prefer it.
   const outputs = session.outputNames;
   const output = ['sentence_embedding', 'last_hidden_state', 'token_embeddings'].find((n) => outputs.includes(n)) ?? outputs[0];
@@ -254,7 +262,9 @@ function poolingMode(config: Record<string, unknown> | undefined): 'mean' | 'cls
   );
   const [mode] = modes;
   if (modes.length !== 1 || mode === undefined || !['cls_token', 'mean_tokens', 'max_tokens'].includes(mode)) {
-    throw new Error(`ctxdedup: onnxEmbedding: unsupported pooling ${modes.join(' + ') || '(none)'} in 1_Pooling/config.json (supported: one of cls, mean, max)`);
+    throw new Error(
+      `ctxdedup: onnxEmbedding: unsupported pooling ${modes.join(' + ') || '(none)'} in 1_Pooling/config.json (supported: one of cls, mean, max)`,
+    );
   }
   return mode === 'cls_token' ? 'cls' : mode === 'max_tokens' ? 'max' : 'mean';
 }
@@ -359,7 +369,8 @@ export class BertWordPieceTokenizer {
     try {
       vocab = await readFile(join(dir, 'vocab.txt'), 'utf8');
     } catch (error) {
-      if ((error as { code?: unknown }).code === 'ENOENT') throw new Error(`ctxdedup: tokenizer: ${dir} has neither tokenizer.json nor vocab.txt`, { cause: error });
+      if ((error as { code?: unknown }).code === 'ENOENT')
+        throw new Error(`ctxdedup: tokenizer: ${dir} has neither tokenizer.json nor vocab.txt`, { cause: error });
       throw error;
     }
     return BertWordPieceTokenizer.fromVocabTxt(vocab, (await readJsonIfPresent(join(dir, 'tokenizer_config.json'))) ?? {});
@@ -372,9 +383,12 @@ export class BertWordPieceTokenizer {
     const preTokenizer = json['pre_tokenizer'] as Record<string, unknown> | null | undefined;
     // Anything else (another normalizer, a byte-level BPE, ...) would be tokenized differently
     // from the model's training, silently; refuse instead.
-    if (model?.['type'] !== 'WordPiece') throw new Error(`ctxdedup: tokenizer: tokenizer.json's model is ${String(model?.['type'])}, only WordPiece is supported`);
-    if (normalizer?.['type'] !== 'BertNormalizer') throw new Error(`ctxdedup: tokenizer: tokenizer.json's normalizer is ${String(normalizer?.['type'])}, only BertNormalizer is supported`);
-    if (preTokenizer?.['type'] !== 'BertPreTokenizer') throw new Error(`ctxdedup: tokenizer: tokenizer.json's pre_tokenizer is ${String(preTokenizer?.['type'])}, only BertPreTokenizer is supported`);
+    if (model?.['type'] !== 'WordPiece')
+      throw new Error(`ctxdedup: tokenizer: tokenizer.json's model is ${String(model?.['type'])}, only WordPiece is supported`);
+    if (normalizer?.['type'] !== 'BertNormalizer')
+      throw new Error(`ctxdedup: tokenizer: tokenizer.json's normalizer is ${String(normalizer?.['type'])}, only BertNormalizer is supported`);
+    if (preTokenizer?.['type'] !== 'BertPreTokenizer')
+      throw new Error(`ctxdedup: tokenizer: tokenizer.json's pre_tokenizer is ${String(preTokenizer?.['type'])}, only BertPreTokenizer is supported`);
     const rawVocab = model['vocab'];
     expectObject(rawVocab, 'tokenizer.json model.vocab');
     const vocab = new Map<string, number>();
@@ -408,7 +422,9 @@ export class BertWordPieceTokenizer {
     if (lines[lines.length - 1] === '') lines.pop();
     const vocab = new Map<string, number>();
     // A duplicated line keeps its last id, as in transformers' load_vocab (a dict assignment).
-    lines.forEach((token, id) => vocab.set(token, id));
+    lines.forEach((token, id) => {
+      vocab.set(token, id);
+    });
     const str = (key: string, fallback: string): string => (typeof tokenizerConfig[key] === 'string' ? (tokenizerConfig[key] as string) : fallback);
     const lowercase = tokenizerConfig['do_lower_case'] !== false;
     const specialTokens = ['unk_token', 'sep_token', 'pad_token', 'cls_token', 'mask_token'].map((k) => str(k, `[${k.slice(0, -6).toUpperCase()}]`));
@@ -593,47 +609,47 @@ function isWhitespace(ch: string): boolean {
 
 const CONTROL = decodeRanges(
   '1-8,b-c,e-v,3j-4f,4t,16o-16t,17g,1ct,1e7,4r2,6bv-6bz,6cq-6cu,6e8-6ec,6ee-6en,188w-1d6n,1edb,' +
-  '1ek9-1ekb,1hvh,2fts-2ftv,2jxv-2jy2,jny9,jnz4-jo1r,l2io-mh31,mh34-nvnh',
+    '1ek9-1ekb,1hvh,2fts-2ftv,2jxv-2jy2,jny9,jnz4-jo1r,l2io-mh31,mh34-nvnh',
 );
 
 const PUNCTUATION = decodeRanges(
   'x-1b,1m-1s,2j-2o,3f-3i,4h,4n,4r,52-53,57,5b,ou,p3,122-127,13d-13e,14u,14w,14z,152,16b-16c,' +
-  '16x-16y,170-171,17f,17i-17j,19m-19p,1ck,1ds-1e5,1kn-1kp,1m8-1mm,1ni,1us-1ut,1v4,25s,2r8,2tr,' +
-  '2u2-2u3,2ys-2z6,2z8,30a-30d,32d,34g-34k,34p-34q,37u-37z,3cr,3ts-3u0,3y8,4fh-4fi,4gr-4gs,' +
-  '4iz-4j1,4l1-4l2,4pg-4pi,4pk-4pm,4qo-4qy,4zo-4zp,55q-55r,59c-59i,59k-59p,5ei-5eo,5j0-5j3,' +
-  '5kr-5kv,5mm-5mn,5og-5on,5oz,6c0-6cn,6cw-6df,6dh-6dt,6dv-6e6,6f1-6f2,6fh-6fi,6x4-6x7,6y1-6y2,' +
-  '7s8-7sl,7ut-7uu,7vq-7vz,877-87s,89k-89n,8ak-8al,8vt-8vw,8vy-8vz,8z4,934-94e,94g-94y,9hd-9hf,' +
-  '9hk-9ht,9hw-9i7,9io,9j1,9ls,9ob,wla-wlb,wst-wsv,wvn,wvy,wz6-wzb,x9w-x9z,xce-xcf,xdk-xdm,xdo,' +
-  'xf2-xf3,xgf,xj5-xjh,xjy-xjz,xng-xnj,xr2-xr3,xrk-xrl,xyj,1e0u-1e0v,1e6o-1e6x,1e7k-1e8i,' +
-  '1e8k-1e8x,1e8z,1e94,1e96-1e97,1edd-1edf,1edh-1edm,1edo-1edr,1ee2-1ee3,1ee7-1ee8,1eez-1ef1,' +
-  '1ef3,1efv,1efx,1efz-1eg5,1erk-1erm,1fa7,1fbk,1fn3,1g7r,1gdb,1ge7,1gls-1gm0,1gn3,1gq8-1gqe,' +
-  '1gs9-1gsf,1gux-1gv0,1hs7-1hsd,1hvf-1hvg,1hvi-1hvl,1hz4-1hz7,1i0k-1i0l,1i2t-1i2x,1i31,1i3f,' +
-  '1i3h-1i3j,1i60-1i65,1i95,1io6,1iv5-1ivr,1iyp-1iyr,1j5o-1j5q,1lrk-1lro,1zla-1zlb,1zp1,' +
-  '1zqv-1zqz,1zr8,2ftr,2lqf-2lqj',
+    '16x-16y,170-171,17f,17i-17j,19m-19p,1ck,1ds-1e5,1kn-1kp,1m8-1mm,1ni,1us-1ut,1v4,25s,2r8,2tr,' +
+    '2u2-2u3,2ys-2z6,2z8,30a-30d,32d,34g-34k,34p-34q,37u-37z,3cr,3ts-3u0,3y8,4fh-4fi,4gr-4gs,' +
+    '4iz-4j1,4l1-4l2,4pg-4pi,4pk-4pm,4qo-4qy,4zo-4zp,55q-55r,59c-59i,59k-59p,5ei-5eo,5j0-5j3,' +
+    '5kr-5kv,5mm-5mn,5og-5on,5oz,6c0-6cn,6cw-6df,6dh-6dt,6dv-6e6,6f1-6f2,6fh-6fi,6x4-6x7,6y1-6y2,' +
+    '7s8-7sl,7ut-7uu,7vq-7vz,877-87s,89k-89n,8ak-8al,8vt-8vw,8vy-8vz,8z4,934-94e,94g-94y,9hd-9hf,' +
+    '9hk-9ht,9hw-9i7,9io,9j1,9ls,9ob,wla-wlb,wst-wsv,wvn,wvy,wz6-wzb,x9w-x9z,xce-xcf,xdk-xdm,xdo,' +
+    'xf2-xf3,xgf,xj5-xjh,xjy-xjz,xng-xnj,xr2-xr3,xrk-xrl,xyj,1e0u-1e0v,1e6o-1e6x,1e7k-1e8i,' +
+    '1e8k-1e8x,1e8z,1e94,1e96-1e97,1edd-1edf,1edh-1edm,1edo-1edr,1ee2-1ee3,1ee7-1ee8,1eez-1ef1,' +
+    '1ef3,1efv,1efx,1efz-1eg5,1erk-1erm,1fa7,1fbk,1fn3,1g7r,1gdb,1ge7,1gls-1gm0,1gn3,1gq8-1gqe,' +
+    '1gs9-1gsf,1gux-1gv0,1hs7-1hsd,1hvf-1hvg,1hvi-1hvl,1hz4-1hz7,1i0k-1i0l,1i2t-1i2x,1i31,1i3f,' +
+    '1i3h-1i3j,1i60-1i65,1i95,1io6,1iv5-1ivr,1iyp-1iyr,1j5o-1j5q,1lrk-1lro,1zla-1zlb,1zp1,' +
+    '1zqv-1zqz,1zr8,2ftr,2lqf-2lqj',
 );
 
 const NONSPACING_MARK = decodeRanges(
   'lc-of,w3-w7,13l-14t,14v,14x-14y,150-151,153,174-17e,18r-19b,19s,1cm-1cs,1cv-1d0,1d3-1d4,' +
-  '1d6-1d9,1e9,1f4-1fu,1ie-1io,1kb-1kj,1li-1ll,1ln-1lv,1lx-1lz,1m1-1m5,1nd-1nf,1r7-1s2,1tm,1to,' +
-  '1tt-1u0,1u5,1u9-1uf,1uq-1ur,1vl,1x8,1xd-1xg,1xp,1ya-1yb,1z5-1z6,20s,20x-20y,213-214,217-219,' +
-  '21d,228-229,22d,22p-22q,24c,24h-24l,24n-24o,24t,25e-25f,269,27w,27z,281-284,28d,28m,28y-28z,' +
-  '29u,2bk,2bx,2dc,2f2-2f4,2fa-2fc,2fe-2fh,2fp-2fq,2g2-2g3,2gx,2ik,2in,2iu,2j0-2j1,2jm-2jn,2kh,' +
-  '2m9-2mc,2ml,2n6-2n7,2q2,2qa-2qc,2qe,2sx,2t0-2t6,2tj-2tq,2wh,2wk-2wp,2wr-2ws,2x4-2x9,2zc-2zd,' +
-  '305,307,309,31t-326,328-32c,32e-32f,32l-32v,32x-33w,346,371-374,376-37b,37d-37e,37h-37i,' +
-  '388-389,38e-38g,38x-390,39e,39h-39i,39p,3a5,3tp-3tr,4k2-4k4,4ky-4l0,4lu-4lv,4mq-4mr,4ok-4ol,' +
-  '4on-4ot,4p2,4p5-4pf,4pp,4qz-4r1,4vd,4yo-4yq,4yv-4yw,4z6,4zd-4zf,55j-55k,55n,57a,57c-57i,57k,' +
-  '57m,57p-57w,583-58c,58f,59s-5a5,5c0-5c3,5dg,5di-5dm,5do,5du,5ez-5f7,5fk-5fl,5gi-5gl,5go-5gp,' +
-  '5gr-5gt,5ie,5ig-5ih,5il,5in-5ip,5kc-5kj,5km-5kn,5ow-5oy,5p0-5pc,5pe-5pk,5pp,5pw,5q0-5q1,' +
-  '5vk-5x1,5x8-5xb,6hc-6ho,6ht,6hx-6i8,8vj-8vl,8zj,928-933,9ii-9il,9ll-9lm,wvj,wvo-wvx,wwu-wwv,' +
-  'wz4-wz5,x6q,x6u,x6z,x7p-x7q,xc4,xcw-xdd,xeu-xf1,xfr-xg1,xhc-xhe,xir,xiu-xix,xj0,xk5,xm1-xm6,' +
-  'xm9-xma,xmd-xme,xmr,xn0,xoc,xps,xpu-xpw,xpz-xq0,xq6-xq7,xq9,xrg-xrh,xrq,xyd,xyg,xyl,1dlq,' +
-  '1e68-1e6n,1e74-1e7j,1eyl,1f4w,1f92-1f96,1gjl-1gjn,1gjp-1gjq,1gjw-1gjz,1gl4-1gl6,1glb,' +
-  '1gpx-1gpy,1hq9,1hrs-1hs6,1htr-1htt,1hv7-1hva,1hvd-1hve,1hxc-1hxe,1hyf-1hyj,1hyl-1hys,1i0j,' +
-  '1i0w-1i0x,1i2e-1i2m,1i2y-1i30,1i5r-1i5t,1i5w,1i5y-1i5z,1ian,1iar-1iay,1ibk-1ibl,1id8,1idc,' +
-  '1iee-1iek,1ieo-1ies,1inn-1ins,1inu,1inz-1io0,1io2-1io3,1iuq-1iut,1iv0-1iv1,1iv3-1iv4,' +
-  '1ivw-1ivx,1iyb-1iyi,1iyl,1iyn-1iyo,1j1n,1j1p,1j1s-1j1x,1j1z,1j4t-1j4v,1j4y-1j51,1j53-1j57,' +
-  '1zow-1zp0,1zqo-1zqu,20lr-20lu,2ftp-2ftq,2jxj-2jxl,2jy3-2jya,2jyd-2jyj,2jze-2jzh,2k3m-2k3o,' +
-  '2lmo-2lo6,2lob-2lpo,2lpx,2lqc,2lqz-2lr3,2lr5-2lrj,2ok0-2ok6,jo5c-jobz',
+    '1d6-1d9,1e9,1f4-1fu,1ie-1io,1kb-1kj,1li-1ll,1ln-1lv,1lx-1lz,1m1-1m5,1nd-1nf,1r7-1s2,1tm,1to,' +
+    '1tt-1u0,1u5,1u9-1uf,1uq-1ur,1vl,1x8,1xd-1xg,1xp,1ya-1yb,1z5-1z6,20s,20x-20y,213-214,217-219,' +
+    '21d,228-229,22d,22p-22q,24c,24h-24l,24n-24o,24t,25e-25f,269,27w,27z,281-284,28d,28m,28y-28z,' +
+    '29u,2bk,2bx,2dc,2f2-2f4,2fa-2fc,2fe-2fh,2fp-2fq,2g2-2g3,2gx,2ik,2in,2iu,2j0-2j1,2jm-2jn,2kh,' +
+    '2m9-2mc,2ml,2n6-2n7,2q2,2qa-2qc,2qe,2sx,2t0-2t6,2tj-2tq,2wh,2wk-2wp,2wr-2ws,2x4-2x9,2zc-2zd,' +
+    '305,307,309,31t-326,328-32c,32e-32f,32l-32v,32x-33w,346,371-374,376-37b,37d-37e,37h-37i,' +
+    '388-389,38e-38g,38x-390,39e,39h-39i,39p,3a5,3tp-3tr,4k2-4k4,4ky-4l0,4lu-4lv,4mq-4mr,4ok-4ol,' +
+    '4on-4ot,4p2,4p5-4pf,4pp,4qz-4r1,4vd,4yo-4yq,4yv-4yw,4z6,4zd-4zf,55j-55k,55n,57a,57c-57i,57k,' +
+    '57m,57p-57w,583-58c,58f,59s-5a5,5c0-5c3,5dg,5di-5dm,5do,5du,5ez-5f7,5fk-5fl,5gi-5gl,5go-5gp,' +
+    '5gr-5gt,5ie,5ig-5ih,5il,5in-5ip,5kc-5kj,5km-5kn,5ow-5oy,5p0-5pc,5pe-5pk,5pp,5pw,5q0-5q1,' +
+    '5vk-5x1,5x8-5xb,6hc-6ho,6ht,6hx-6i8,8vj-8vl,8zj,928-933,9ii-9il,9ll-9lm,wvj,wvo-wvx,wwu-wwv,' +
+    'wz4-wz5,x6q,x6u,x6z,x7p-x7q,xc4,xcw-xdd,xeu-xf1,xfr-xg1,xhc-xhe,xir,xiu-xix,xj0,xk5,xm1-xm6,' +
+    'xm9-xma,xmd-xme,xmr,xn0,xoc,xps,xpu-xpw,xpz-xq0,xq6-xq7,xq9,xrg-xrh,xrq,xyd,xyg,xyl,1dlq,' +
+    '1e68-1e6n,1e74-1e7j,1eyl,1f4w,1f92-1f96,1gjl-1gjn,1gjp-1gjq,1gjw-1gjz,1gl4-1gl6,1glb,' +
+    '1gpx-1gpy,1hq9,1hrs-1hs6,1htr-1htt,1hv7-1hva,1hvd-1hve,1hxc-1hxe,1hyf-1hyj,1hyl-1hys,1i0j,' +
+    '1i0w-1i0x,1i2e-1i2m,1i2y-1i30,1i5r-1i5t,1i5w,1i5y-1i5z,1ian,1iar-1iay,1ibk-1ibl,1id8,1idc,' +
+    '1iee-1iek,1ieo-1ies,1inn-1ins,1inu,1inz-1io0,1io2-1io3,1iuq-1iut,1iv0-1iv1,1iv3-1iv4,' +
+    '1ivw-1ivx,1iyb-1iyi,1iyl,1iyn-1iyo,1j1n,1j1p,1j1s-1j1x,1j1z,1j4t-1j4v,1j4y-1j51,1j53-1j57,' +
+    '1zow-1zp0,1zqo-1zqu,20lr-20lu,2ftp-2ftq,2jxj-2jxl,2jy3-2jya,2jyd-2jyj,2jze-2jzh,2k3m-2k3o,' +
+    '2lmo-2lo6,2lob-2lpo,2lpx,2lqc,2lqz-2lr3,2lr5-2lrj,2ok0-2ok6,jo5c-jobz',
 );
 
 /** Parses `start-end,single,...` (base 36) into sorted [start, end] pairs. */

@@ -245,7 +245,9 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   }
   const headersTimeoutMs = options.headersTimeoutMs ?? Math.min(DEFAULT_HEADERS_TIMEOUT_MS, bodyTimeoutMs);
   if (!Number.isInteger(headersTimeoutMs) || headersTimeoutMs < 1 || headersTimeoutMs > bodyTimeoutMs) {
-    throw new RangeError(`options.headersTimeoutMs must be an integer in [1, options.bodyTimeoutMs = ${bodyTimeoutMs}] (milliseconds), got ${String(headersTimeoutMs)}`);
+    throw new RangeError(
+      `options.headersTimeoutMs must be an integer in [1, options.bodyTimeoutMs = ${bodyTimeoutMs}] (milliseconds), got ${String(headersTimeoutMs)}`,
+    );
   }
   const expected = options.token === undefined ? undefined : tokenDigest(options.token);
   // Before the index opens: a missing Fastify must not leave a store open.

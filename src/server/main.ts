@@ -137,7 +137,9 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     options.headersTimeoutMs = parseDuration('--headers-timeout', values['headers-timeout']);
     const body = options.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS;
     if (options.headersTimeoutMs > body) {
-      throw new RangeError(`--headers-timeout (${options.headersTimeoutMs}ms) must not exceed --body-timeout (${body}ms): the body timeout covers the headers too`);
+      throw new RangeError(
+        `--headers-timeout (${options.headersTimeoutMs}ms) must not exceed --body-timeout (${body}ms): the body timeout covers the headers too`,
+      );
     }
   }
   if (values.ttl !== undefined) {

@@ -75,7 +75,9 @@ export class ServerMetrics {
     const name = 'ctxdedup_http_request_duration_seconds';
     out.push(`# HELP ${name} HTTP request latency.`, `# TYPE ${name} histogram`);
     for (const [route, h] of this.#latency) {
-      LATENCY_BUCKETS.forEach((le, i) => out.push(`${name}_bucket${labels({ route, le: String(le) })} ${h.counts[i]}`));
+      LATENCY_BUCKETS.forEach((le, i) => {
+        out.push(`${name}_bucket${labels({ route, le: String(le) })} ${h.counts[i]}`);
+      });
       out.push(`${name}_bucket${labels({ route, le: '+Inf' })} ${h.count}`);
       out.push(`${name}_sum${labels({ route })} ${h.sum}`);
       out.push(`${name}_count${labels({ route })} ${h.count}`);

@@ -153,7 +153,5 @@ export function jsonPathAt(bytes: Uint8Array, offset: number, arrayRoot: string,
 
 /** The error message for invalid UTF-8 at `offset`: `items[3].content is not valid UTF-8 (byte 812)`. */
 export function invalidUtf8Message(location: JsonLocation, where: string): string {
-  return location.inKey
-    ? `${location.path} has a property name that is not valid UTF-8 (${where})`
-    : `${location.path} is not valid UTF-8 (${where})`;
+  return location.inKey ? `${location.path} has a property name that is not valid UTF-8 (${where})` : `${location.path} is not valid UTF-8 (${where})`;
 }

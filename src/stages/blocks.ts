@@ -115,18 +115,21 @@ function template(value: unknown, path: string, fallback: string, numbered: bool
  * Validates `options.blocks` (`true`, `false`/`undefined`, or an object) against the other
  * options. Returns `undefined` when the block pass is off. @internal
  */
-export function resolveBlockOptions(
-  option: unknown,
-  context: { keep: unknown; fuzzy: boolean; recencyWindow: number },
-): ResolvedBlockOptions | undefined {
+export function resolveBlockOptions(option: unknown, context: { keep: unknown; fuzzy: boolean; recencyWindow: number }): ResolvedBlockOptions | undefined {
   if (option === undefined || option === false) return undefined;
   if (option !== true) expectObject(option, 'options.blocks');
   if (context.keep !== 'earliest') {
-    typeError('options.blocks', `requires options.keep: 'earliest' (a reference must point at a copy already sent), got keep: ${show(context.keep ?? 'latest')}`);
+    typeError(
+      'options.blocks',
+      `requires options.keep: 'earliest' (a reference must point at a copy already sent), got keep: ${show(context.keep ?? 'latest')}`,
+    );
   }
   if (context.fuzzy) typeError('options.blocks', 'cannot be combined with options.fuzzy (near-duplicate replacement is lossy and rewrites earlier messages)');
   if (context.recencyWindow > 0) {
-    rangeError('options.blocks', `requires options.recencyWindow: 0 (a window would rewrite messages already sent once they leave it), got ${context.recencyWindow}`);
+    rangeError(
+      'options.blocks',
+      `requires options.recencyWindow: 0 (a window would rewrite messages already sent once they leave it), got ${context.recencyWindow}`,
+    );
   }
   const o = (option === true ? {} : option) as Record<string, unknown>;
   const own = (key: string): unknown => (Object.hasOwn(o, key) ? o[key] : undefined);
@@ -302,7 +305,10 @@ export function expandMessages<M extends Identified>(messages: readonly M[]): M[
       if (at === undefined || at >= i) rangeError(`${path}.duplicateOf`, `names ${show(of)}, which is not an earlier message`);
       content = (expanded[at] as M).content as string;
     } else {
-      rangeError(path, `is a ${show(marker['kind'])} replacement, which cannot be expanded from the output (near duplicates are lossy): use restoreMessages with the verbatim map`);
+      rangeError(
+        path,
+        `is a ${show(marker['kind'])} replacement, which cannot be expanded from the output (near duplicates are lossy): use restoreMessages with the verbatim map`,
+      );
     }
     const { ctxdedup: _, ...metadata } = message.metadata ?? {};
     const restored = { ...message, content } as M;

@@ -133,10 +133,7 @@ export function deduplicate<T extends ContextItem>(scored: readonly ScoredItem<T
  * Like {@link deduplicate}, and also says what was removed, in favour of which entry, and the
  * totals. With `enabled: false` everything is kept.
  */
-export function deduplicateWithReport<T extends ContextItem>(
-  scored: readonly ScoredItem<T>[],
-  options?: DeduplicateOptions,
-): DeduplicateReport<T> {
+export function deduplicateWithReport<T extends ContextItem>(scored: readonly ScoredItem<T>[], options?: DeduplicateOptions): DeduplicateReport<T> {
   const { enabled, engine } = readOptions(options);
   expectArray(scored, 'scored');
   const kept: ScoredItem<T>[] = [];

@@ -131,7 +131,10 @@ export function canonicalizeUrl(url: string): string {
   parsed.hash = '';
   if (parsed.hostname !== '') parsed.hostname = parsed.hostname.toLowerCase();
   if (parsed.search !== '') {
-    const kept = parsed.search.slice(1).split('&').filter((pair) => pair !== '' && !isUtmName(pair));
+    const kept = parsed.search
+      .slice(1)
+      .split('&')
+      .filter((pair) => pair !== '' && !isUtmName(pair));
     parsed.search = kept.length === 0 ? '' : `?${kept.join('&')}`;
   }
   const href = parsed.href;

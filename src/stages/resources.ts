@@ -45,9 +45,7 @@ export interface TextBlock {
 export type ContentBlock = ResourceBlock | TextBlock;
 
 /** Where a delivery happened. */
-export type DeliveryLocation =
-  | { kind: 'attachment'; turn: number }
-  | { kind: 'tool'; turn: number; tool: string; callId: string };
+export type DeliveryLocation = { kind: 'attachment'; turn: number } | { kind: 'tool'; turn: number; tool: string; callId: string };
 
 /** Per-tool settings. */
 export interface ToolDedupSettings {
