@@ -27,6 +27,7 @@ import { BLOCK_ADVERSARIAL_CASES, transcript, type BlockAdversarialCase, type Tr
 import { coldMs, formatNumber, megaChars, msRow, type BenchRow } from './harness.js';
 import { jsTokenCounter, nativeTokenCounter, nativeTokenCounts } from './reference/blocks-tokens.js';
 import { refDedupeBlocks, type RefBlocksResult, type RefTokenCounter } from './reference/blocks.js';
+import { refAnalyzeDuplicates, refAnalyzeFuzzyDuplicates } from './reference/cce.js';
 
 const SUITE = 'blocks';
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -358,16 +359,24 @@ function realRows(counters: { js: RefTokenCounter }): BenchRow[] {
   const blocksTimes: number[] = [];
   const fuzzyTimes: number[] = [];
   const jsTimes: number[] = [];
+  const cceTimes: number[] = [];
+  const preserve = new Set(['system']);
+  const cce = (m: Message[]): unknown => refAnalyzeFuzzyDuplicates(m, m.length, preserve, refAnalyzeDuplicates(m, m.length, preserve), 0.85);
   for (let r = 0; r < reps; r++) {
     blocksTimes.push(totalMs(all, (m) => dedupeMessages(m, BLOCKS)));
     fuzzyTimes.push(totalMs(all, (m) => dedupeMessages(m, FUZZY)));
     jsTimes.push(totalMs(all, (m) => refDedupeBlocks(m, counters.js)));
+    cceTimes.push(totalMs(all, cce));
   }
   const median = (x: number[]): number => x.sort((a, b) => a - b)[Math.floor((x.length - 1) / 2)] as number;
   const mc = totals.chars / 1e6;
   const blocksMs = median(blocksTimes);
   rows.push(msRow(SUITE, `real total: exact+blocks vs exact+fuzzy (native both), all ${all.length} sessions`, blocksMs, median(fuzzyTimes), mc, `one call per session, median total of ${reps} warm repetitions; ratio >= 1: blocks faster`));
   rows.push(msRow(SUITE, `real total: exact+blocks vs JS baseline (gpt-tokenizer)`, blocksMs, median(jsTimes), mc, `same output on every session`));
+  rows.push(
+    msRow(SUITE, `real total: exact+blocks vs CCE-rules exact+fuzzy in JS (reference/cce.ts)`, blocksMs, median(cceTimes), mc,
+      'annotations only (analyzeDuplicates + analyzeFuzzyDuplicates, threshold 0.85): a stand-in for context-compression-engine, which is not installed'),
+  );
   for (const r of rows) console.log(`  ${SUITE} / ${r.case}: ${formatNumber(r.native)} ${r.unit} (${r.note ?? ''})`);
   return rows;
 }
