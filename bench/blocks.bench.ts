@@ -354,27 +354,21 @@ function realRows(counters: { js: RefTokenCounter }): BenchRow[] {
     rows.push(realRow(`real ${name} (${sessions.length} sessions)`, t));
   }
   rows.push(realRow(`real total (${all.length} sessions)`, totals));
-  // Total time over all sessions: interleaved repetitions, the median total of each.
+  // Total time over all sessions, one call per session: the median of `reps` totals, each on a
+  // fresh JSON-parsed copy of every session with the heap settled first (coldMs).
   const reps = 7;
-  const blocksTimes: number[] = [];
-  const fuzzyTimes: number[] = [];
-  const jsTimes: number[] = [];
-  const cceTimes: number[] = [];
   const preserve = new Set(['system']);
   const cce = (m: Message[]): unknown => refAnalyzeFuzzyDuplicates(m, m.length, preserve, refAnalyzeDuplicates(m, m.length, preserve), 0.85);
-  for (let r = 0; r < reps; r++) {
-    blocksTimes.push(totalMs(all, (m) => dedupeMessages(m, BLOCKS)));
-    fuzzyTimes.push(totalMs(all, (m) => dedupeMessages(m, FUZZY)));
-    jsTimes.push(totalMs(all, (m) => refDedupeBlocks(m, counters.js)));
-    cceTimes.push(totalMs(all, cce));
-  }
-  const median = (x: number[]): number => x.sort((a, b) => a - b)[Math.floor((x.length - 1) / 2)] as number;
+  const total = (fn: (m: Message[]) => unknown): number => coldMs(() => clone(all), (sessions) => totalMs(sessions, fn), reps);
   const mc = totals.chars / 1e6;
-  const blocksMs = median(blocksTimes);
-  rows.push(msRow(SUITE, `real total: exact+blocks vs exact+fuzzy (native both), all ${all.length} sessions`, blocksMs, median(fuzzyTimes), mc, `one call per session, median total of ${reps} warm repetitions; ratio >= 1: blocks faster`));
-  rows.push(msRow(SUITE, `real total: exact+blocks vs JS baseline (gpt-tokenizer)`, blocksMs, median(jsTimes), mc, `same output on every session`));
+  const blocksMs = total((m) => dedupeMessages(m, BLOCKS));
+  const fuzzyMs = total((m) => dedupeMessages(m, FUZZY));
+  const jsMs = total((m) => refDedupeBlocks(m, counters.js));
+  const cceMs = total(cce);
+  rows.push(msRow(SUITE, `real total: exact+blocks vs exact+fuzzy (native both), all ${all.length} sessions, cold`, blocksMs, fuzzyMs, mc, `one call per session; median of ${reps} totals on fresh copies; ratio >= 1: blocks faster`));
+  rows.push(msRow(SUITE, `real total: exact+blocks vs JS baseline (gpt-tokenizer), cold`, blocksMs, jsMs, mc, `same output on every session`));
   rows.push(
-    msRow(SUITE, `real total: exact+blocks vs CCE-rules exact+fuzzy in JS (reference/cce.ts)`, blocksMs, median(cceTimes), mc,
+    msRow(SUITE, `real total: exact+blocks vs CCE-rules exact+fuzzy in JS (reference/cce.ts), cold`, blocksMs, cceMs, mc,
       'annotations only (analyzeDuplicates + analyzeFuzzyDuplicates, threshold 0.85): a stand-in for context-compression-engine, which is not installed'),
   );
   for (const r of rows) console.log(`  ${SUITE} / ${r.case}: ${formatNumber(r.native)} ${r.unit} (${r.note ?? ''})`);
