@@ -65,7 +65,28 @@ export {
   type ProcessResult,
   type ResourceLedgerTotals,
   type ResourceLedgerJSON,
+  type McpContentBlock,
+  type McpToolResult,
+  type ToolCallInfo,
+  type ToolResultReport,
+  type ToolResultProcessed,
 } from './stages/resources.js';
+export {
+  dedupeOpenAIChat,
+  dedupeAnthropicMessages,
+  restoreOpenAIChat,
+  restoreAnthropicMessages,
+  type RequestDedupeResult,
+  type OpenAIChatRequest,
+  type OpenAIChatMessage,
+  type OpenAIContentPart,
+  type AnthropicMessagesRequest,
+  type AnthropicMessage,
+  type AnthropicBlock,
+  type AdapterOptions,
+  type AdapterDecision,
+  type AdapterReport,
+} from './adapters/requests.js';
 export { parseResourceConfig, loadResourceConfig } from './stages/resources-config.js';
 export {
   dedupeSources,
@@ -87,6 +108,7 @@ export {
 } from './stages/research.js';
 export {
   countTokens,
+  countTokensBatch,
   tokenCounter,
   DEFAULT_ENCODING,
   type TokenCounter,

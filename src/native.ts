@@ -157,6 +157,8 @@ export interface NativeBinding {
   ): Promise<NativeClusters>;
   embedHashedNgrams(texts: string[], dim: number): Float32Array;
   embedHashedNgramsAsync(texts: string[], dim: number): Promise<Float32Array>;
+  countTokens(text: string, encoding: string): number;
+  countTokensBatch(texts: string[], encoding: string): Uint32Array;
 }
 
 /**

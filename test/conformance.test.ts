@@ -36,7 +36,7 @@ function scoredWith(key: (content: string) => string) {
 describe('the vectors', () => {
   it('every suite in the manifest has vectors with an id, a description, a rule and a known call', () => {
     const suites = listSuites();
-    expect(suites.map((s) => s.name)).toEqual(['scored', 'messages', 'resources', 'findings', 'sources']);
+    expect(suites.map((s) => s.name)).toEqual(['scored', 'messages', 'blocks', 'resources', 'findings', 'sources']);
     for (const suite of suites) {
       const data = JSON.parse(readFileSync(join(ROOT, 'conformance', suite.file), 'utf8')) as { suite: string; vectors: Record<string, unknown>[] };
       expect(data.suite).toBe(suite.name);

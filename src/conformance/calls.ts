@@ -110,6 +110,8 @@ const dedupeMessages: CallSpec = {
         const x = record(d, `result.decisions[${i}]`);
         const entry: Projection = { index: x['index'], kind: x['kind'], duplicateOf: x['duplicateOfIndex'] };
         if (x['similarity'] !== undefined) entry['similarity'] = x['similarity'];
+        // Block decisions also say which lines were replaced and which they point at.
+        for (const key of ['lines', 'targetLines', 'numbered'] as const) if (x[key] !== undefined) entry[key] = x[key];
         return entry;
       });
       const verbatim = record(r['verbatim'], 'result.verbatim');
