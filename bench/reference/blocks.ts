@@ -11,8 +11,9 @@
  *   ids (exact, so no hash collisions to confirm), keeping its earliest and most recent occurrence,
  *   like the native pass;
  * - a scan position extends each candidate line by line and takes the longest run; a run that
- *   is long enough but not net positive stays verbatim as a whole; tokens (o200k_base) are counted
- *   only for runs that reach the net-positive test.
+ *   is long enough but not net positive stays verbatim as a whole, and so does a run too short to
+ *   replace once the message's retry budget of line comparisons is spent; tokens (o200k_base) are
+ *   counted only for runs that reach the net-positive test.
  * It produces the same messages, verbatim map and decisions as the native call (the bench
  * checks that before timing), so both sides do the same work.
  * @module
@@ -43,6 +44,13 @@ const MESSAGE_MIN_CHARS = 200;
 const MIN_LINES = 4;
 const MIN_CHARS = 200;
 const NONE = -1;
+/**
+ * Line comparisons a message may spend on candidate runs before a run too short to replace stops
+ * being retried from the next line (then it stays verbatim whole), as natively: 64 per line
+ * plus 2^16.
+ */
+const RETRY_BUDGET_PER_LINE = 64;
+const RETRY_BUDGET_BASE = 1 << 16;
 /** A line-number prefix: at most 16 spaces, at most 9 digits (no leading zero), a separator. */
 const MAX_PAD = 16;
 const MAX_DIGITS = 9;
@@ -266,6 +274,8 @@ class BlockPass {
     let i = 0;
     let out = 0;
     let segment = 0;
+    let spent = 0;
+    const budget = RETRY_BUDGET_PER_LINE * n + RETRY_BUDGET_BASE;
     while (i < n) {
       let verbatim = 1;
       if (eligible && i + MIN_LINES <= n) {
@@ -278,6 +288,7 @@ class BlockPass {
           for (let c = 0; c < plain.length; c += 2) {
             for (const mode of [PLAIN, NUMBERED]) {
               const len = this.extend(m, lines, i, plain[c] as number, plain[c + 1] as number, outLine, mode);
+              spent += len + 1;
               if (len > bestLen) [bestLen, bestTarget, bestJ, bestMode] = [len, plain[c] as number, plain[c + 1] as number, mode];
             }
           }
@@ -287,9 +298,12 @@ class BlockPass {
         if (again !== undefined) {
           for (let c = 0; c < again.length; c += 2) {
             const len = this.extend(m, lines, i, again[c] as number, again[c + 1] as number, outLine, RENUMBERED);
+            spent += len + 1;
             if (len > bestLen) [bestLen, bestTarget, bestJ, bestMode] = [len, again[c] as number, again[c + 1] as number, RENUMBERED];
           }
         }
+        // Past the budget, a run too short to replace stays verbatim whole (no retry per line).
+        if (bestLen >= 0 && spent > budget) verbatim = Math.max(bestLen, 1);
         if (bestLen >= MIN_LINES) {
           const outcome = this.reference(m, lines, outLine, i, bestLen, bestTarget, bestJ, bestMode, out);
           if (typeof outcome !== 'string') {
