@@ -1,8 +1,10 @@
 #!/usr/bin/env node
 // Builds the Rust addon from source with the napi CLI and places it in npm/<platform>/, where
-// the TypeScript loader (src/native.ts) finds it. Usage: node npm/build-native.mjs [--release]
+// the TypeScript loader (src/native.ts) finds it, and checks the typings the napi CLI generates
+// against the committed src/native-binding.ts (the contract src/native.ts types the addon with):
+// a stale file fails the build. Usage: node npm/build-native.mjs [--release] [--update-types]
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -35,3 +37,16 @@ const dest = join(root, 'npm', platform);
 mkdirSync(dest, { recursive: true });
 renameSync(join(staging, built[0]), join(dest, built[0]));
 console.log(`ctxdedup: native addon -> npm/${platform}/${built[0]}`);
+
+// The generated contract: committed, so TypeScript checks every call against the Rust signatures.
+const generated = readFileSync(join(staging, 'native.d.ts'), 'utf8');
+const contract = join(root, 'src', 'native-binding.ts');
+if (!existsSync(contract) || readFileSync(contract, 'utf8') !== generated) {
+  if (process.argv.includes('--update-types')) {
+    writeFileSync(contract, generated);
+    console.log('ctxdedup: src/native-binding.ts updated from the binding');
+  } else {
+    console.error('ctxdedup: src/native-binding.ts is stale (the Rust binding changed): run `npm run build:types` and commit it');
+    process.exit(1);
+  }
+}

@@ -1,5 +1,9 @@
 /**
  * ctxdedup: exact, explainable, reversible deduplication for LLM contexts and agent memory.
+ *
+ * This entry holds the stages and loads no optional package. The ingestion index is in
+ * `ctxdedup/ingest`, memory deduplication in `ctxdedup/memory`, the HTTP server in
+ * `ctxdedup/server` and the context-compression-engine compatible API in `ctxdedup/cce`.
  * @packageDocumentation
  */
 export { sha256, groupExact } from './identity.js';
@@ -115,17 +119,3 @@ export {
   type TokenEncoding,
   type TokenCounterOption,
 } from './tokens.js';
-export {
-  IngestIndex,
-  openStore,
-  type IngestItem,
-  type IngestResult,
-  type NewIngestResult,
-  type ExactDuplicateResult,
-  type NearDuplicateResult,
-  type NearDuplicateOptions,
-  type IngestIndexOptions,
-  type NamespaceOptions,
-  type IngestStore,
-} from './ingest/index.js';
-export * from './memory/index.js';

@@ -48,7 +48,9 @@ fn main() {
     };
     // SAFETY: the CPU has the SHA extensions (checked above); SSE2 is baseline on x86_64.
     time(1, |n| unsafe { chains::run::<1>(n) });
+    // SAFETY: as above.
     time(2, |n| unsafe { chains::run::<2>(n) });
+    // SAFETY: as above.
     time(4, |n| unsafe { chains::run::<4>(n) });
 }
 

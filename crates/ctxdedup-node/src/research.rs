@@ -84,39 +84,42 @@ impl JsContents {
         (units, bytes): (usize, usize),
         dst: *mut u8,
     ) {
-        let ascii = bytes == units;
-        let mut copied = 0usize;
-        // `value` is a string handle of the current call scope; napi writes at most the room
-        // given (terminator included), and never a partial character.
-        let status = if ascii {
-            sys::napi_get_value_string_latin1(
-                self.env,
-                value,
-                dst.cast(),
-                bytes + EXTRA_ROOM,
-                &mut copied,
-            )
-        } else {
-            sys::napi_get_value_string_utf8(
-                self.env,
-                value,
-                dst.cast(),
-                bytes + EXTRA_ROOM,
-                &mut copied,
-            )
-        };
-        assert_eq!(
-            status,
-            sys::Status::napi_ok,
-            "reading contents[{index}] failed"
-        );
-        // A pure-ASCII string's Latin-1 bytes are its UTF-8 bytes; checked, since a string with
-        // other Latin-1 characters could have been given the wrong length.
-        let read = std::slice::from_raw_parts(dst, copied.min(bytes));
-        assert!(
-            copied == bytes && (!ascii || read.is_ascii()),
-            "contents[{index}] does not have the UTF-8 length it was given"
-        );
+        // SAFETY: `dst` has room for `bytes + EXTRA_ROOM` bytes (this function's contract), the room passed to napi; `value` is a string handle of the current call; only the bytes napi reports written are read.
+        unsafe {
+            let ascii = bytes == units;
+            let mut copied = 0usize;
+            // `value` is a string handle of the current call scope; napi writes at most the room
+            // given (terminator included), and never a partial character.
+            let status = if ascii {
+                sys::napi_get_value_string_latin1(
+                    self.env,
+                    value,
+                    dst.cast(),
+                    bytes + EXTRA_ROOM,
+                    &mut copied,
+                )
+            } else {
+                sys::napi_get_value_string_utf8(
+                    self.env,
+                    value,
+                    dst.cast(),
+                    bytes + EXTRA_ROOM,
+                    &mut copied,
+                )
+            };
+            assert_eq!(
+                status,
+                sys::Status::napi_ok,
+                "reading contents[{index}] failed"
+            );
+            // A pure-ASCII string's Latin-1 bytes are its UTF-8 bytes; checked, since a string with
+            // other Latin-1 characters could have been given the wrong length.
+            let read = std::slice::from_raw_parts(dst, copied.min(bytes));
+            assert!(
+                copied == bytes && (!ascii || read.is_ascii()),
+                "contents[{index}] does not have the UTF-8 length it was given"
+            );
+        }
     }
 
     /// The bytes of `Uint8Array` `index`, in place.
@@ -124,32 +127,35 @@ impl JsContents {
     /// # Safety
     /// No JavaScript may run while the slice is in use (it could detach the buffer).
     unsafe fn typed_bytes(&self, index: usize, value: sys::napi_value, len: usize) -> &[u8] {
-        let mut data = ptr::null_mut();
-        let mut length = 0usize;
-        let mut kind = 0;
-        let status = sys::napi_get_typedarray_info(
-            self.env,
-            value,
-            &mut kind,
-            &mut length,
-            &mut data,
-            ptr::null_mut(),
-            ptr::null_mut(),
-        );
-        assert_eq!(
-            status,
-            sys::Status::napi_ok,
-            "reading contents[{index}] failed"
-        );
-        assert_eq!(
-            length, len,
-            "contents[{index}] changed length during the call"
-        );
-        if data.is_null() || length == 0 {
-            return &[];
+        // SAFETY: the caller upholds this function's contract (handles of the current call, no JavaScript runs meanwhile); napi reports the lengths the slices are built from.
+        unsafe {
+            let mut data = ptr::null_mut();
+            let mut length = 0usize;
+            let mut kind = 0;
+            let status = sys::napi_get_typedarray_info(
+                self.env,
+                value,
+                &mut kind,
+                &mut length,
+                &mut data,
+                ptr::null_mut(),
+                ptr::null_mut(),
+            );
+            assert_eq!(
+                status,
+                sys::Status::napi_ok,
+                "reading contents[{index}] failed"
+            );
+            assert_eq!(
+                length, len,
+                "contents[{index}] changed length during the call"
+            );
+            if data.is_null() || length == 0 {
+                return &[];
+            }
+            // napi reports `length` bytes at `data` (already adjusted by the offset).
+            std::slice::from_raw_parts(data.cast::<u8>(), length)
         }
-        // napi reports `length` bytes at `data` (already adjusted by the offset).
-        std::slice::from_raw_parts(data.cast::<u8>(), length)
     }
 }
 
@@ -231,49 +237,52 @@ impl ValidateNapiValue for JsContents {}
 
 impl FromNapiValue for JsContents {
     unsafe fn from_napi_value(env: sys::napi_env, array: sys::napi_value) -> Result<Self> {
-        let values = array_elements(env, array, "an array of strings and Uint8Arrays")?;
-        let mut items = Vec::with_capacity(values.len());
-        for (i, value) in values.into_iter().enumerate() {
-            let mut units = 0usize;
-            if sys::napi_get_value_string_utf16(env, value, ptr::null_mut(), 0, &mut units)
-                == sys::Status::napi_ok
-            {
-                // The UTF-8 length is set by `set_byte_lengths`; until then it is invalid.
-                items.push(Content::Text {
-                    value,
-                    units,
-                    bytes: usize::MAX,
-                });
-                continue;
+        // SAFETY: the caller upholds this function's contract (handles of the current call, no JavaScript runs meanwhile); napi reports the lengths the slices are built from.
+        unsafe {
+            let values = array_elements(env, array, "an array of strings and Uint8Arrays")?;
+            let mut items = Vec::with_capacity(values.len());
+            for (i, value) in values.into_iter().enumerate() {
+                let mut units = 0usize;
+                if sys::napi_get_value_string_utf16(env, value, ptr::null_mut(), 0, &mut units)
+                    == sys::Status::napi_ok
+                {
+                    // The UTF-8 length is set by `set_byte_lengths`; until then it is invalid.
+                    items.push(Content::Text {
+                        value,
+                        units,
+                        bytes: usize::MAX,
+                    });
+                    continue;
+                }
+                let mut bytes = 0usize;
+                let mut is_typed = false;
+                check_status!(sys::napi_is_typedarray(env, value, &mut is_typed))?;
+                let mut kind = -1;
+                if is_typed {
+                    check_status!(sys::napi_get_typedarray_info(
+                        env,
+                        value,
+                        &mut kind,
+                        &mut bytes,
+                        ptr::null_mut(),
+                        ptr::null_mut(),
+                        ptr::null_mut(),
+                    ))?;
+                }
+                if kind != sys::TypedarrayType::uint8_array {
+                    return Err(Error::new(
+                        Status::InvalidArg,
+                        format!("contents[{i}] is neither a string nor a Uint8Array"),
+                    ));
+                }
+                items.push(Content::Bytes { value, len: bytes });
             }
-            let mut bytes = 0usize;
-            let mut is_typed = false;
-            check_status!(sys::napi_is_typedarray(env, value, &mut is_typed))?;
-            let mut kind = -1;
-            if is_typed {
-                check_status!(sys::napi_get_typedarray_info(
-                    env,
-                    value,
-                    &mut kind,
-                    &mut bytes,
-                    ptr::null_mut(),
-                    ptr::null_mut(),
-                    ptr::null_mut(),
-                ))?;
-            }
-            if kind != sys::TypedarrayType::uint8_array {
-                return Err(Error::new(
-                    Status::InvalidArg,
-                    format!("contents[{i}] is neither a string nor a Uint8Array"),
-                ));
-            }
-            items.push(Content::Bytes { value, len: bytes });
+            Ok(Self {
+                env,
+                items,
+                buffer: RefCell::new(Vec::new()),
+            })
         }
-        Ok(Self {
-            env,
-            items,
-            buffer: RefCell::new(Vec::new()),
-        })
     }
 }
 

@@ -23,24 +23,27 @@ unsafe fn append_prefix(
     value: sys::napi_value,
     prefixes: &mut Vec<u16>,
 ) -> Option<usize> {
-    let start = prefixes.len();
-    prefixes.reserve(PREFIX_STRIDE);
-    let mut copied = 0usize;
-    // The room is spare capacity: napi writes the units and a terminator, which the next prefix
-    // overwrites.
-    let status = sys::napi_get_value_string_utf16(
-        env,
-        value,
-        prefixes.as_mut_ptr().add(start),
-        PREFIX_STRIDE,
-        &mut copied,
-    );
-    if status != sys::Status::napi_ok {
-        return None;
+    // SAFETY: the caller upholds this function's contract (`env` and the handles belong to the current call); every pointer given to napi points into memory reserved for the length passed with it.
+    unsafe {
+        let start = prefixes.len();
+        prefixes.reserve(PREFIX_STRIDE);
+        let mut copied = 0usize;
+        // The room is spare capacity: napi writes the units and a terminator, which the next prefix
+        // overwrites.
+        let status = sys::napi_get_value_string_utf16(
+            env,
+            value,
+            prefixes.as_mut_ptr().add(start),
+            PREFIX_STRIDE,
+            &mut copied,
+        );
+        if status != sys::Status::napi_ok {
+            return None;
+        }
+        // napi initialized `copied` (<= PREFIX_UNITS) units.
+        prefixes.set_len(start + copied);
+        Some(copied)
     }
-    // napi initialized `copied` (<= PREFIX_UNITS) units.
-    prefixes.set_len(start + copied);
-    Some(copied)
 }
 
 /// The strings of a JS array, valid for the duration of one native call.
@@ -274,63 +277,69 @@ pub(crate) unsafe fn array_elements(
     array: sys::napi_value,
     expected: &str,
 ) -> Result<Vec<sys::napi_value>> {
-    let mut is_array = false;
-    check_status!(sys::napi_is_array(env, array, &mut is_array))?;
-    if !is_array {
-        return Err(Error::new(
-            Status::InvalidArg,
-            format!("contents must be {expected}"),
-        ));
+    // SAFETY: the caller upholds this function's contract (`env` and the handles belong to the current call); every pointer given to napi points into memory reserved for the length passed with it.
+    unsafe {
+        let mut is_array = false;
+        check_status!(sys::napi_is_array(env, array, &mut is_array))?;
+        if !is_array {
+            return Err(Error::new(
+                Status::InvalidArg,
+                format!("contents must be {expected}"),
+            ));
+        }
+        let mut len = 0u32;
+        check_status!(sys::napi_get_array_length(env, array, &mut len))?;
+        let mut values = Vec::with_capacity(len as usize);
+        for i in 0..len {
+            let mut value = ptr::null_mut();
+            check_status!(sys::napi_get_element(env, array, i, &mut value))?;
+            values.push(value);
+        }
+        Ok(values)
     }
-    let mut len = 0u32;
-    check_status!(sys::napi_get_array_length(env, array, &mut len))?;
-    let mut values = Vec::with_capacity(len as usize);
-    for i in 0..len {
-        let mut value = ptr::null_mut();
-        check_status!(sys::napi_get_element(env, array, i, &mut value))?;
-        values.push(value);
-    }
-    Ok(values)
 }
 
 impl FromNapiValue for JsStrings {
     /// Reads every string's length, with its prefix: one read per string, prefetched ahead.
     unsafe fn from_napi_value(env: sys::napi_env, array: sys::napi_value) -> Result<Self> {
-        let values = array_elements(env, array, "an array of strings")?;
-        let len = values.len();
-        let mut lengths = Vec::with_capacity(len);
-        let mut prefixes = Vec::with_capacity(len * PREFIX_UNITS + 1);
-        for (i, &value) in values.iter().enumerate() {
-            if let Some(&ahead) = values.get(i + PREFETCH_DISTANCE) {
-                prefetch_string(ahead);
+        // SAFETY: the caller upholds this function's contract (`env` and the handles belong to the current call); every pointer given to napi points into memory reserved for the length passed with it.
+        unsafe {
+            let values = array_elements(env, array, "an array of strings")?;
+            let len = values.len();
+            let mut lengths = Vec::with_capacity(len);
+            let mut prefixes = Vec::with_capacity(len * PREFIX_UNITS + 1);
+            for (i, &value) in values.iter().enumerate() {
+                if let Some(&ahead) = values.get(i + PREFETCH_DISTANCE) {
+                    prefetch_string(ahead);
+                }
+                let Some(copied) = append_prefix(env, value, &mut prefixes) else {
+                    return Err(Error::new(
+                        Status::StringExpected,
+                        format!("contents[{i}] is not a string"),
+                    ));
+                };
+                let mut units = copied;
+                if copied == PREFIX_UNITS {
+                    // Possibly longer: ask for the length (the string's header is in cache now).
+                    check_status!(sys::napi_get_value_string_utf16(
+                        env,
+                        value,
+                        ptr::null_mut(),
+                        0,
+                        &mut units
+                    ))?;
+                }
+                lengths.push(units);
             }
-            let Some(copied) = append_prefix(env, value, &mut prefixes) else {
-                return Err(Error::new(
-                    Status::StringExpected,
-                    format!("contents[{i}] is not a string"),
-                ));
-            };
-            let mut units = copied;
-            if copied == PREFIX_UNITS {
-                // Possibly longer: ask for the length (the string's header is in cache now).
-                check_status!(sys::napi_get_value_string_utf16(
-                    env,
-                    value,
-                    ptr::null_mut(),
-                    0,
-                    &mut units
-                ))?;
+            let strings = JsStrings::new(env, values, lengths);
+            let mut start = 0;
+            for (at, &units) in strings.prefix_at.iter().zip(&strings.lengths) {
+                at.set(start);
+                start += units.min(PREFIX_UNITS);
             }
-            lengths.push(units);
+            *strings.prefixes.borrow_mut() = prefixes;
+            Ok(strings)
         }
-        let strings = JsStrings::new(env, values, lengths);
-        let mut start = 0;
-        for (at, &units) in strings.prefix_at.iter().zip(&strings.lengths) {
-            at.set(start);
-            start += units.min(PREFIX_UNITS);
-        }
-        *strings.prefixes.borrow_mut() = prefixes;
-        Ok(strings)
     }
 }
 
@@ -357,8 +366,11 @@ impl StringHandles {
 
 impl FromNapiValue for StringHandles {
     unsafe fn from_napi_value(env: sys::napi_env, array: sys::napi_value) -> Result<Self> {
-        let values = array_elements(env, array, "an array of strings")?;
-        Ok(Self { env, values })
+        // SAFETY: the caller upholds this function's contract (`env` and the handles belong to the current call); every pointer given to napi points into memory reserved for the length passed with it.
+        unsafe {
+            let values = array_elements(env, array, "an array of strings")?;
+            Ok(Self { env, values })
+        }
     }
 }
 

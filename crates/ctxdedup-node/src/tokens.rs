@@ -37,23 +37,32 @@ impl Drop for Units {
 
 impl FromNapiValue for Units {
     unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> Result<Self> {
-        let mut len = 0usize;
-        check_status!(
-            sys::napi_get_value_string_utf16(env, value, ptr::null_mut(), 0, &mut len),
-            "text must be a string"
-        )?;
-        let mut buffer = BUFFER.with(|b| std::mem::take(&mut *b.borrow_mut()));
-        buffer.clear();
-        // Room for the units and napi's terminator; V8 writes straight into the spare capacity.
-        buffer.reserve(len + 1);
-        let mut copied = 0usize;
-        check_status!(
-            sys::napi_get_value_string_utf16(env, value, buffer.as_mut_ptr(), len + 1, &mut copied),
-            "reading the text failed"
-        )?;
-        // SAFETY: napi initialized `copied` (<= len) units.
-        buffer.set_len(copied.min(len));
-        Ok(Units(buffer))
+        // SAFETY: `env` and `value` belong to the current call (napi's contract for from_napi_value); the buffer has room for the length passed to napi, and only initialized units are kept.
+        unsafe {
+            let mut len = 0usize;
+            check_status!(
+                sys::napi_get_value_string_utf16(env, value, ptr::null_mut(), 0, &mut len),
+                "text must be a string"
+            )?;
+            let mut buffer = BUFFER.with(|b| std::mem::take(&mut *b.borrow_mut()));
+            buffer.clear();
+            // Room for the units and napi's terminator; V8 writes straight into the spare capacity.
+            buffer.reserve(len + 1);
+            let mut copied = 0usize;
+            check_status!(
+                sys::napi_get_value_string_utf16(
+                    env,
+                    value,
+                    buffer.as_mut_ptr(),
+                    len + 1,
+                    &mut copied
+                ),
+                "reading the text failed"
+            )?;
+            // SAFETY: napi initialized `copied` (<= len) units.
+            buffer.set_len(copied.min(len));
+            Ok(Units(buffer))
+        }
     }
 }
 
