@@ -89,7 +89,12 @@ function savingsRows(count: number): BenchRow[] {
     const r = dedupeMessages(messages, options);
     const tokensSaved = tokensBefore - tokensOf(r.messages);
     const s = r.stats;
-    const extra = mode === 'exact+blocks' ? `; ${s.blockReferences} references for ${s.blockLines} lines` : mode === 'exact+fuzzy' ? `; ${s.nearDuplicates} near dups (lossy)` : '';
+    const extra =
+      mode === 'exact+blocks'
+        ? `; ${s.blockReferences} references for ${s.blockLines} lines`
+        : mode === 'exact+fuzzy'
+          ? `; ${s.nearDuplicates} near dups (lossy)`
+          : '';
     rows.push({
       suite: SUITE,
       case: `${label} block transcript: chars saved, ${mode}`,
@@ -127,21 +132,48 @@ async function speedRows(count: number, counters: { js: RefTokenCounter; native:
   const blocksOnly = coldMs(fresh, (m) => dedupeMessages(m, BLOCKS_ONLY), runs);
   const fuzzyOnly = coldMs(fresh, (m) => dedupeMessages(m, FUZZY_ONLY), runs);
   rows.push(
-    msRow(SUITE, `${label} block pass alone vs fuzzy pass alone (native both), cold`, blocksOnly, fuzzyOnly, mc,
-      `baseline = dedupeMessages({ exact: false, fuzzy: true }) (${formatNumber(mc / (fuzzyOnly / 1000))} MB/s), not JS; ratio >= 1: blocks at least as fast; median of ${runs}`),
+    msRow(
+      SUITE,
+      `${label} block pass alone vs fuzzy pass alone (native both), cold`,
+      blocksOnly,
+      fuzzyOnly,
+      mc,
+      `baseline = dedupeMessages({ exact: false, fuzzy: true }) (${formatNumber(mc / (fuzzyOnly / 1000))} MB/s), not JS; ratio >= 1: blocks at least as fast; median of ${runs}`,
+    ),
   );
   const exactBlocks = coldMs(fresh, (m) => dedupeMessages(m, BLOCKS), runs);
   const exactFuzzy = coldMs(fresh, (m) => dedupeMessages(m, FUZZY), runs);
   rows.push(
-    msRow(SUITE, `${label} exact+blocks vs exact+fuzzy (native both), cold`, exactBlocks, exactFuzzy, mc,
-      `baseline = dedupeMessages({ fuzzy: true }) (${formatNumber(mc / (exactFuzzy / 1000))} MB/s), not JS; median of ${runs}`),
+    msRow(
+      SUITE,
+      `${label} exact+blocks vs exact+fuzzy (native both), cold`,
+      exactBlocks,
+      exactFuzzy,
+      mc,
+      `baseline = dedupeMessages({ fuzzy: true }) (${formatNumber(mc / (exactFuzzy / 1000))} MB/s), not JS; median of ${runs}`,
+    ),
   );
   const jsMs = coldMs(fresh, (m) => refDedupeBlocks(m, counters.js), jsRuns);
-  rows.push(msRow(SUITE, `${label} exact+blocks vs JS baseline (gpt-tokenizer), cold`, exactBlocks, jsMs, mc, `reference/blocks.ts, same output; median of ${runs} / ${jsRuns}`));
+  rows.push(
+    msRow(
+      SUITE,
+      `${label} exact+blocks vs JS baseline (gpt-tokenizer), cold`,
+      exactBlocks,
+      jsMs,
+      mc,
+      `reference/blocks.ts, same output; median of ${runs} / ${jsRuns}`,
+    ),
+  );
   const jsNativeTokens = coldMs(fresh, (m) => refDedupeBlocks(m, counters.native), jsRuns);
   rows.push(
-    msRow(SUITE, `${label} exact+blocks vs JS baseline (addon token counter), cold`, exactBlocks, jsNativeTokens, mc,
-      `the same baseline counting tokens with the addon, one call per text; median of ${runs} / ${jsRuns}`),
+    msRow(
+      SUITE,
+      `${label} exact+blocks vs JS baseline (addon token counter), cold`,
+      exactBlocks,
+      jsNativeTokens,
+      mc,
+      `the same baseline counting tokens with the addon, one call per text; median of ${runs} / ${jsRuns}`,
+    ),
   );
   // How much of the pass is token counting: the texts of the accepted references alone (runs
   // that reached the net-positive test and failed it are not included, so this is a lower bound).
@@ -151,7 +183,11 @@ async function speedRows(count: number, counters: { js: RefTokenCounter; native:
     const lines = m.content.split('\n').slice((d['lines'] as { from: number }).from - 1, (d['lines'] as { to: number }).to);
     texts.push(lines.join('\n'));
   }
-  const tokenMs = coldMs(() => texts, (t) => nativeTokenCounts(t), runs);
+  const tokenMs = coldMs(
+    () => texts,
+    (t) => nativeTokenCounts(t),
+    runs,
+  );
   rows.push({
     suite: SUITE,
     case: `${label} o200k counting of the replaced runs alone (addon, one batch call)`,
@@ -161,7 +197,8 @@ async function speedRows(count: number, counters: { js: RefTokenCounter; native:
     unit: 'ms',
     note: `${formatNumber(megaChars(texts))} M chars in ${texts.length} runs: ${formatNumber(pct(tokenMs, blocksOnly))}% of the block pass's time`,
   });
-  for (const r of rows) console.log(`  ${SUITE} / ${r.case}: ${formatNumber(r.native)} ${r.unit} vs ${r.baseline === null ? '–' : formatNumber(r.baseline)} (${r.note ?? ''})`);
+  for (const r of rows)
+    console.log(`  ${SUITE} / ${r.case}: ${formatNumber(r.native)} ${r.unit} vs ${r.baseline === null ? '–' : formatNumber(r.baseline)} (${r.note ?? ''})`);
   return rows;
 }
 
@@ -247,7 +284,15 @@ function adversarialRow(name: BlockAdversarialCase, capSeconds: number): BenchRo
     const outcome = runChild(name, 'native', NATIVE_CAP_S);
     if (!outcome.ok) {
       console.log(`  ${SUITE} / ${name} native: ${outcome.reason}`);
-      return { suite: SUITE, case: `adversarial ${name}`, native: NATIVE_CAP_S * 1000, baseline: null, ratio: null, unit: 'ms', note: `native ${outcome.reason}` };
+      return {
+        suite: SUITE,
+        case: `adversarial ${name}`,
+        native: NATIVE_CAP_S * 1000,
+        baseline: null,
+        ratio: null,
+        unit: 'ms',
+        note: `native ${outcome.reason}`,
+      };
     }
     if (!outcome.report.expands) throw new Error(`bench: expandMessages does not give ${name} back`);
     reports.push(outcome.report);
@@ -326,7 +371,9 @@ function realRows(counters: { js: RefTokenCounter }): BenchRow[] {
     console.log(`  ${SUITE} / real transcripts: ${dir} not found, skipped`);
     return [];
   }
-  const files = readdirSync(dir).filter((f) => f.endsWith('.jsonl.gz')).sort();
+  const files = readdirSync(dir)
+    .filter((f) => f.endsWith('.jsonl.gz'))
+    .sort();
   const rows: BenchRow[] = [];
   const all: Session[] = [];
   const totals = { chars: 0, exact: 0, fuzzy: 0, blocks: 0, tokens: 0, blockTokens: 0 };
@@ -340,7 +387,11 @@ function realRows(counters: { js: RefTokenCounter }): BenchRow[] {
       if (!isDeepStrictEqual(expandMessages(blocks.messages), s.messages)) {
         throw new Error(`bench: expandMessages(out) differs from the input in ${file} session ${s.session}`);
       }
-      assertSameResult(`${file} session ${s.session}`, { messages: blocks.messages, verbatim: blocks.verbatim, decisions: blocks.decisions as unknown as Array<Record<string, unknown>> }, refDedupeBlocks(s.messages, counters.js));
+      assertSameResult(
+        `${file} session ${s.session}`,
+        { messages: blocks.messages, verbatim: blocks.verbatim, decisions: blocks.decisions as unknown as Array<Record<string, unknown>> },
+        refDedupeBlocks(s.messages, counters.js),
+      );
       t.chars += blocks.stats.charsBefore;
       t.blocks += blocks.stats.charsSaved;
       t.exact += dedupeMessages(s.messages, EXACT).stats.charsSaved;
@@ -359,17 +410,37 @@ function realRows(counters: { js: RefTokenCounter }): BenchRow[] {
   const reps = 7;
   const preserve = new Set(['system']);
   const cce = (m: Message[]): unknown => refAnalyzeFuzzyDuplicates(m, m.length, preserve, refAnalyzeDuplicates(m, m.length, preserve), 0.85);
-  const total = (fn: (m: Message[]) => unknown): number => coldMs(() => clone(all), (sessions) => totalMs(sessions, fn), reps);
+  const total = (fn: (m: Message[]) => unknown): number =>
+    coldMs(
+      () => clone(all),
+      (sessions) => totalMs(sessions, fn),
+      reps,
+    );
   const mc = totals.chars / 1e6;
   const blocksMs = total((m) => dedupeMessages(m, BLOCKS));
   const fuzzyMs = total((m) => dedupeMessages(m, FUZZY));
   const jsMs = total((m) => refDedupeBlocks(m, counters.js));
   const cceMs = total(cce);
-  rows.push(msRow(SUITE, `real total: exact+blocks vs exact+fuzzy (native both), all ${all.length} sessions, cold`, blocksMs, fuzzyMs, mc, `one call per session; median of ${reps} totals on fresh copies; ratio >= 1: blocks faster`));
+  rows.push(
+    msRow(
+      SUITE,
+      `real total: exact+blocks vs exact+fuzzy (native both), all ${all.length} sessions, cold`,
+      blocksMs,
+      fuzzyMs,
+      mc,
+      `one call per session; median of ${reps} totals on fresh copies; ratio >= 1: blocks faster`,
+    ),
+  );
   rows.push(msRow(SUITE, `real total: exact+blocks vs JS baseline (gpt-tokenizer), cold`, blocksMs, jsMs, mc, `same output on every session`));
   rows.push(
-    msRow(SUITE, `real total: exact+blocks vs CCE-rules exact+fuzzy in JS (reference/cce.ts), cold`, blocksMs, cceMs, mc,
-      'annotations only (analyzeDuplicates + analyzeFuzzyDuplicates, threshold 0.85): a stand-in for context-compression-engine, which is not installed'),
+    msRow(
+      SUITE,
+      `real total: exact+blocks vs CCE-rules exact+fuzzy in JS (reference/cce.ts), cold`,
+      blocksMs,
+      cceMs,
+      mc,
+      'annotations only (analyzeDuplicates + analyzeFuzzyDuplicates, threshold 0.85): a stand-in for context-compression-engine, which is not installed',
+    ),
   );
   for (const r of rows) console.log(`  ${SUITE} / ${r.case}: ${formatNumber(r.native)} ${r.unit} (${r.note ?? ''})`);
   return rows;
