@@ -25,8 +25,8 @@ export interface BenchRow {
   native: number;
   baseline: number | null;
   ratio: number | null;
-  /** Default 'ops/s'. */
-  unit?: 'ops/s' | 'ms';
+  /** Default 'ops/s'. '%': a share (of characters saved, say), not a speed; `ratio` is then null. */
+  unit?: 'ops/s' | 'ms' | '%';
   /** Native throughput in MB/s, where 1 MB = 10^6 UTF-16 code units of content (`.length`). */
   mbPerSec?: number;
   /** Peak resident set size of the measuring process, in MB. */

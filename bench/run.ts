@@ -13,13 +13,14 @@
  *
  * where BenchRow (bench/harness.ts) is
  *   { suite, case, native, baseline, ratio, unit?, mbPerSec?, peakRssMb?, baselineCapped?, note? }
- * - `native` and `baseline` are in `unit`: 'ops/s' (default; higher is better) or 'ms' per call;
+ * - `native` and `baseline` are in `unit`: 'ops/s' (default; higher is better), 'ms' per call, or '%'
+ *   (a share such as characters saved, not a speed);
  *   `baseline` is null when there is none;
  * - `ratio` is how many times faster native is (native ops/s ÷ baseline ops/s, or baseline ms ÷
  *   native ms), null without a baseline;
  * - `mbPerSec`: 1 MB = 10^6 UTF-16 code units of content (`.length`), not bytes;
  * - `baselineCapped`: the baseline was killed at a time cap, so baseline and ratio are lower bounds.
- * Suites run in the order deduplicate, messages, adversarial, then the others alphabetically.
+ * Suites run in the order deduplicate, messages, adversarial, blocks, then the others alphabetically.
  * A suite that throws becomes a "suite failed" row (and exit code 1); the others still report.
  * @module
  */
@@ -32,7 +33,7 @@ import { formatNumber, type BenchRow } from './harness.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = join(HERE, '..');
-const PREFERRED = ['deduplicate', 'messages', 'adversarial'];
+const PREFERRED = ['deduplicate', 'messages', 'adversarial', 'blocks'];
 
 interface SuiteModule {
   run(): Promise<BenchRow[]>;
@@ -46,7 +47,7 @@ function availableSuites(): string[] {
   return names.sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
 }
 
-function value(x: number, unit: 'ops/s' | 'ms'): string {
+function value(x: number, unit: 'ops/s' | 'ms' | '%'): string {
   return `${formatNumber(x)} ${unit}`;
 }
 
