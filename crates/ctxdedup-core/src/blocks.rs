@@ -361,6 +361,9 @@ struct Pass<'a, 'c> {
     /// `ROLL^(min_lines - 1)`.
     top: u64,
     scratch: Vec<u16>,
+    /// Token counts of replaced runs, by what determines their text:
+    /// `(target, target line, lines, mode, first number, format)`.
+    run_tokens: AHashMap<(u32, u32, u32, u8, u32, u32), usize>,
 }
 
 /// A confirmed run: `len` lines from line `i` equal `len` lines from line `j` of `target`.
@@ -746,7 +749,25 @@ impl<'a, 'c> Pass<'a, 'c> {
         let one_line = !rendered.contains(&(b'\n' as u16));
         let result = if one_line && rendered.len() < run.len() {
             let tokens_after = count_tokens(&rendered);
-            let tokens_before = count_tokens(run);
+            // The replaced text is determined by the target span, the mode and the numbering, so
+            // a span replaced again (a file re-read many times, periodic content) is counted once.
+            let first = if mode == Mode::Plain {
+                NONE
+            } else {
+                lines[i].number
+            };
+            let span = (
+                target as u32,
+                j as u32,
+                len as u32,
+                mode as u8,
+                first,
+                lines[i].format,
+            );
+            let tokens_before = *self
+                .run_tokens
+                .entry(span)
+                .or_insert_with(|| count_tokens(run));
             (tokens_after < tokens_before).then(|| BlockRef {
                 message: m,
                 line_start: i,
@@ -795,6 +816,7 @@ pub fn dedupe_blocks(
         done: (0..n).map(|_| None).collect(),
         top: (1..options.min_lines).fold(1u64, |p, _| p.wrapping_mul(ROLL)),
         scratch: Vec::new(),
+        run_tokens: AHashMap::new(),
     };
     let mut refs = Vec::new();
     for m in 0..n {
