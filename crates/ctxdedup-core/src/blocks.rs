@@ -363,7 +363,11 @@ struct Pass<'a, 'c> {
     scratch: Vec<u16>,
     /// Token counts of replaced runs, by what determines their text:
     /// `(target, target line, lines, mode, first number, format)`.
-    run_tokens: AHashMap<(u32, u32, u32, u8, u32, u32), usize>,
+    run_tokens: AHashMap<SpanKey, usize>,
+    /// References whose run is counted after the pass: (index in the result, span).
+    deferred: Vec<(usize, SpanKey)>,
+    /// References accepted so far (the index the next one gets).
+    refs_so_far: usize,
 }
 
 /// A confirmed run: `len` lines from line `i` equal `len` lines from line `j` of `target`.
@@ -615,7 +619,7 @@ impl<'a, 'c> Pass<'a, 'c> {
     fn process(
         &mut self,
         m: usize,
-        count_tokens: &dyn Fn(&[u16]) -> usize,
+        count_tokens: &(dyn Fn(&[u16]) -> usize + Sync),
         refs: &mut Vec<BlockRef>,
     ) {
         let lines = self.lines_of(m);
@@ -665,6 +669,7 @@ impl<'a, 'c> Pass<'a, 'c> {
                         match self.reference(m, &lines, &out_line, at, count_tokens) {
                             Ok(r) => {
                                 refs.push(r);
+                                self.refs_so_far += 1;
                                 i += len;
                                 out += 1;
                                 segment = i;
@@ -699,7 +704,7 @@ impl<'a, 'c> Pass<'a, 'c> {
         lines: &[Line],
         own_out: &[u32],
         run: Run,
-        count_tokens: &dyn Fn(&[u16]) -> usize,
+        count_tokens: &(dyn Fn(&[u16]) -> usize + Sync),
     ) -> Result<BlockRef, Reject> {
         let Run {
             i,
@@ -764,10 +769,22 @@ impl<'a, 'c> Pass<'a, 'c> {
                 first,
                 lines[i].format,
             );
-            let tokens_before = *self
-                .run_tokens
-                .entry(span)
-                .or_insert_with(|| count_tokens(run));
+            // Every line with a visible character starts at least one pre-token of its own (no
+            // BPE pre-token runs past a line break into text), so when there are more such lines
+            // than the reference has tokens the run is net positive without counting it here:
+            // its exact count is taken after the pass, for the decision, on all cores.
+            let known = self.run_tokens.get(&span).copied();
+            let tokens_before = match known {
+                Some(n) => n,
+                None if visible_lines(text, &lines[i..i + len]) > tokens_after => DEFERRED,
+                None => *self
+                    .run_tokens
+                    .entry(span)
+                    .or_insert_with(|| count_tokens(run)),
+            };
+            if tokens_before == DEFERRED {
+                self.deferred.push((self.refs_so_far, span));
+            }
             (tokens_after < tokens_before).then(|| BlockRef {
                 message: m,
                 line_start: i,
@@ -799,7 +816,7 @@ impl<'a, 'c> Pass<'a, 'c> {
 pub fn dedupe_blocks(
     conv: &Conversation<'_>,
     options: &BlockOptions,
-    count_tokens: &dyn Fn(&[u16]) -> usize,
+    count_tokens: &(dyn Fn(&[u16]) -> usize + Sync),
 ) -> Result<Vec<BlockRef>, String> {
     let n = conv.contents.len();
     if conv.ids.len() != n || conv.source.len() != n || conv.eligible.len() != n {
@@ -817,6 +834,8 @@ pub fn dedupe_blocks(
         top: (1..options.min_lines).fold(1u64, |p, _| p.wrapping_mul(ROLL)),
         scratch: Vec::new(),
         run_tokens: AHashMap::new(),
+        deferred: Vec::new(),
+        refs_so_far: 0,
     };
     let mut refs = Vec::new();
     for m in 0..n {
@@ -824,8 +843,99 @@ pub fn dedupe_blocks(
             pass.process(m, count_tokens, &mut refs);
         }
     }
+    count_deferred(&mut refs, &pass.deferred, conv, count_tokens);
     Ok(refs)
 }
+
+/// What determines a replaced run's text: `(target, target line, lines, mode, first number,
+/// format)`.
+type SpanKey = (u32, u32, u32, u8, u32, u32);
+
+/// `tokens_before` of a reference whose run is counted after the pass.
+const DEFERRED: usize = usize::MAX;
+
+/// Lines of `lines` with an ASCII letter or digit. In the o200k and cl100k pre-tokenizers a
+/// letter or digit always sits in a pre-token that starts on its own line (a pre-token only
+/// crosses a line break through whitespace, or through trailing `\n` and `/` after punctuation),
+/// so each of these lines adds at least one token: a lower bound of the run's count.
+fn visible_lines(text: &[u16], lines: &[Line]) -> usize {
+    lines
+        .iter()
+        .filter(|l| {
+            text[l.start as usize..l.end as usize]
+                .iter()
+                .any(|&u| u < 0x80 && (u as u8).is_ascii_alphanumeric())
+        })
+        .count()
+}
+
+/// Counts the runs left for after the pass (each distinct span once), spread over the cores.
+fn count_deferred(
+    refs: &mut [BlockRef],
+    deferred: &[(usize, SpanKey)],
+    conv: &Conversation<'_>,
+    count_tokens: &(dyn Fn(&[u16]) -> usize + Sync),
+) {
+    if deferred.is_empty() {
+        return;
+    }
+    let mut seen: ahash::AHashSet<SpanKey> = ahash::AHashSet::new();
+    let unique: Vec<(usize, SpanKey)> = deferred
+        .iter()
+        .copied()
+        .filter(|&(_, span)| seen.insert(span))
+        .collect();
+    let text = |r: usize| {
+        let b = &refs[r];
+        &conv.contents[b.message][b.unit_start..b.unit_end]
+    };
+    let total: usize = unique.iter().map(|&(r, _)| text(r).len()).sum();
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4);
+    let mut counts = vec![0usize; unique.len()];
+    if workers == 1 || total < PARALLEL_MIN_UNITS {
+        for (c, &(r, _)) in counts.iter_mut().zip(&unique) {
+            *c = count_tokens(text(r));
+        }
+    } else {
+        // Contiguous shares of about equal length, one per worker.
+        let share = total.div_ceil(workers);
+        let mut bounds = vec![0];
+        let mut acc = 0;
+        for (k, &(r, _)) in unique.iter().enumerate() {
+            acc += text(r).len();
+            if acc >= share * bounds.len() && k + 1 < unique.len() {
+                bounds.push(k + 1);
+            }
+        }
+        bounds.push(unique.len());
+        std::thread::scope(|scope| {
+            let mut rest = &mut counts[..];
+            let mut start = 0;
+            for w in bounds.windows(2) {
+                let (mine, tail) = rest.split_at_mut(w[1] - start);
+                rest = tail;
+                let rs = &unique[w[0]..w[1]];
+                let text = &text;
+                scope.spawn(move || {
+                    for (c, &(r, _)) in mine.iter_mut().zip(rs) {
+                        *c = count_tokens(text(r));
+                    }
+                });
+                start = w[1];
+            }
+        });
+    }
+    let by_span: AHashMap<SpanKey, usize> =
+        unique.iter().map(|&(_, span)| span).zip(counts).collect();
+    for &(r, span) in deferred {
+        refs[r].tokens_before = by_span[&span];
+    }
+}
+
+/// Below this many UTF-16 units, deferred runs are counted on the calling thread.
+const PARALLEL_MIN_UNITS: usize = 1 << 16;
 
 /// Flags of the messages the block pass may rewrite: the message stage's eligibility rule over
 /// `src`, minus the messages `blocked` by their shape (or already replaced whole).
