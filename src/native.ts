@@ -121,6 +121,14 @@ export interface NativeBinding {
     fuzzyExcluded: Uint8Array,
     options: NativeAnalyzeOptions,
   ): NativeAnalysis;
+  /**
+   * `analyzeMessages` with packed options and result (one `Float64Array` each way):
+   * `flags[i]` bit 0 blocked, bit 1 kept out of the fuzzy pass; `params` =
+   * `[minChars, keepEarliest, recencyStart, exact, fuzzy, fuzzyThreshold, visibleTargets,
+   * prefixCount, (length, ...units) per prefix]`; result = `[exactCount, fuzzyCount,
+   * (index, of, length) per exact, (index, of, length, similarity) per fuzzy]`.
+   */
+  analyzeMessagesPacked(contents: string[], lengths: Uint32Array, flags: Uint8Array, params: Float64Array): Float64Array;
   analyzeMessagesAsync(
     contents: string[],
     lengths: Uint32Array,

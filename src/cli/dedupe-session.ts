@@ -7,7 +7,7 @@
  * @module
  */
 import { native } from '../native.js';
-import { analysisInput, annotations, inRecencyWindow, recencyStartOf, SUMMARY_PREFIXES, utf16, type Annotation } from '../stages/message-analysis.js';
+import { analysisInput, analyzePacked, annotations, inRecencyWindow, recencyStartOf, SUMMARY_PREFIXES, unpack, utf16, type Annotation } from '../stages/message-analysis.js';
 import { ASYNC_MIN_UNITS, DEFAULT_TEMPLATES, dedupeMessages, dedupeMessagesAsync, type DedupeMessagesOptions, type Message, type ReferenceInfo } from '../stages/messages.js';
 import type { FormatName, PathStep } from './formats.js';
 import type { Handled, JobScope, Session, SessionHandler } from './jobs.js';
@@ -164,11 +164,10 @@ export function nativeEngine(settings: DedupeSettings): DedupeEngine {
       exact: true,
       fuzzyThreshold: settings.fuzzy ? settings.threshold : undefined,
     };
-    const analysis =
+    const { exact, fuzzy } =
       units <= ASYNC_MIN_UNITS
-        ? native.analyzeMessages(contents, lengths, blocked, new Uint8Array(0), options)
-        : await native.analyzeMessagesAsync(contents, lengths, blocked, new Uint8Array(0), options);
-    const { exact, fuzzy } = annotations(analysis);
+        ? unpack(analyzePacked(contents, lengths, blocked, options))
+        : annotations(await native.analyzeMessagesAsync(contents, lengths, blocked, new Uint8Array(0), options));
     const out: EngineResult = { decisions: [], exact: 0, near: 0, keptInWindow: 0, blocks: 0, blockCharsSaved: 0 };
     const decide = (a: Annotation, kind: 'exact' | 'fuzzy'): void => {
       if (inRecencyWindow(a.index, settings.recencyWindow, recencyStart)) {

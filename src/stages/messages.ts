@@ -25,11 +25,13 @@ import {
   show,
   typeError,
 } from '../errors.js';
-import { native, type NativeAnalysis, type NativeBlockOptions, type NativeBlocks } from '../native.js';
+import { native, type NativeBlockOptions, type NativeBlocks } from '../native.js';
 import { applyBlocks, type BlockDecision, type BlockOptions, type BlocksMarker, type ResolvedBlockOptions, resolveBlockOptions } from './blocks.js';
 import {
   analysisInput,
+  analyzePacked,
   annotations,
+  unpack,
   utf16,
   inRecencyWindow,
   recencyStartOf,
@@ -255,8 +257,7 @@ function plan(messages: unknown, options: DedupeMessagesOptions | undefined): Pl
   };
 }
 
-function apply<M extends Message>(p: Plan, result: NativeAnalysis): DedupeMessagesResult<M> {
-  const { exact, fuzzy } = annotations(result);
+function apply<M extends Message>(p: Plan, { exact, fuzzy }: { exact: Annotation[]; fuzzy: Annotation[] }): DedupeMessagesResult<M> {
   const out = p.messages.slice() as M[];
   const verbatim: Record<string, M> = {};
   const decisions: MessageDecision[] = [];
@@ -362,7 +363,8 @@ function withBlocks<M extends Message>(p: Plan, result: DedupeMessagesResult<M>,
 export function dedupeMessages<M extends Message>(messages: readonly M[], options?: DedupeMessagesOptions): DedupeMessagesResult<M> {
   const p = plan(messages, options);
   const { contents, lengths, blocked } = p.input;
-  const result = apply<M>(p, native.analyzeMessages(contents, lengths, blocked, new Uint8Array(0), p.native));
+  // `blocked` holds 0 or 1 only: as packed flags it blocks, and excludes nothing else.
+  const result = apply<M>(p, unpack(analyzePacked(contents, lengths, blocked, p.native)));
   if (p.blocks === undefined) return result;
   const ids = p.messages.map((m) => m.id);
   return withBlocks(p, result, native.dedupeBlocksSync(contents, ids, ...blockInput(p, result.decisions)));
@@ -388,8 +390,8 @@ export async function dedupeMessagesAsync<M extends Message>(
   const { contents, lengths, units, blocked } = p.input;
   const result =
     units <= ASYNC_MIN_UNITS
-      ? native.analyzeMessages(contents, lengths, blocked, new Uint8Array(0), p.native)
-      : await native.analyzeMessagesAsync(contents, lengths, blocked, new Uint8Array(0), p.native);
+      ? unpack(analyzePacked(contents, lengths, blocked, p.native))
+      : annotations(await native.analyzeMessagesAsync(contents, lengths, blocked, new Uint8Array(0), p.native));
   const whole = apply<M>(p, result);
   if (p.blocks === undefined) return whole;
   const ids = p.messages.map((m) => m.id);

@@ -112,6 +112,14 @@ struct LineInterner {
 
 const EMPTY: u32 = 0;
 
+/// Largest tables [`LineInterner::give_back`] keeps (slots, and line units: 1 MiB each).
+const SPARE_MAX_SLOTS: usize = 1 << 16;
+const SPARE_MAX_UNITS: usize = 1 << 19;
+
+thread_local! {
+    static SPARE: std::cell::RefCell<Option<LineInterner>> = const { std::cell::RefCell::new(None) };
+}
+
 impl LineInterner {
     fn with_capacity(lines: usize, units: usize) -> Self {
         Self {
@@ -119,6 +127,31 @@ impl LineInterner {
             slots: vec![(0, EMPTY); (2 * lines).next_power_of_two().max(64)],
             ends: Vec::with_capacity(lines),
             units: Vec::with_capacity(units),
+        }
+    }
+
+    /// An empty interner for about `lines` lines, reusing the tables of an earlier call on
+    /// this thread when they are small: a call on a short conversation otherwise spends much of
+    /// its time allocating and zeroing them.
+    fn take(lines: usize, units: usize) -> Self {
+        let slots = (2 * lines).next_power_of_two().max(64);
+        if slots <= SPARE_MAX_SLOTS {
+            if let Some(mut spare) = SPARE.with(|spare| spare.borrow_mut().take()) {
+                spare.slots.clear();
+                spare.slots.resize(slots, (0, EMPTY));
+                spare.ends.clear();
+                spare.units.clear();
+                spare.units.reserve(units);
+                return spare;
+            }
+        }
+        Self::with_capacity(lines, units)
+    }
+
+    /// Keeps this interner's tables for the next small call on this thread.
+    fn give_back(self) {
+        if self.slots.len() <= SPARE_MAX_SLOTS && self.units.capacity() <= SPARE_MAX_UNITS {
+            SPARE.with(|spare| *spare.borrow_mut() = Some(self));
         }
     }
 
@@ -190,7 +223,7 @@ pub(crate) fn build_members<S: Utf16Source>(src: &S, participants: &[usize]) -> 
     // Sized up front (about one distinct line per 64 units): growing a table of millions of
     // lines moves every entry again, several times.
     let units: usize = participants.iter().map(|&i| src.len_of(i)).sum();
-    let mut interner = LineInterner::with_capacity((units / 64).min(1 << 24), units.min(1 << 27));
+    let mut interner = LineInterner::take((units / 64).min(1 << 24), units.min(1 << 27));
     // The normalized lines of the current message, with their ends and hashes.
     let mut scratch: Vec<u16> = Vec::new();
     let mut lines: Vec<(usize, u64)> = Vec::new();
@@ -201,13 +234,13 @@ pub(crate) fn build_members<S: Utf16Source>(src: &S, participants: &[usize]) -> 
         scratch.clear();
         lines.clear();
         let raw_len = src.with_units(index, |units| {
-            for line in units.split(|&u| u == 0x0A) {
+            for_each_line(units, |line| {
                 let start = scratch.len();
                 normalize_line_into(line, &mut scratch);
                 if scratch.len() > start {
                     lines.push((scratch.len(), interner.hash(&scratch[start..])));
                 }
-            }
+            });
             units.len()
         });
         for &(_, hash) in lines.iter().take(PREFETCH_LINES) {
@@ -227,7 +260,7 @@ pub(crate) fn build_members<S: Utf16Source>(src: &S, participants: &[usize]) -> 
         let fingerprint = ids[..ids.len().min(FINGERPRINT_LINES)].to_vec();
         let lines = ids.len();
         ids.sort_unstable();
-        let mut bag: Vec<(u32, u32)> = Vec::new();
+        let mut bag: Vec<(u32, u32)> = Vec::with_capacity(ids.len());
         for &id in &ids {
             match bag.last_mut() {
                 Some((last, count)) if *last == id => *count += 1,
@@ -242,7 +275,36 @@ pub(crate) fn build_members<S: Utf16Source>(src: &S, participants: &[usize]) -> 
             lines,
         });
     }
+    interner.give_back();
     members
+}
+
+/// Calls `f` with each piece of `units` split on `\n` (U+000A), like
+/// `units.split(|&u| u == 0x0A)`, but skips 16 units at a time while no newline is among them
+/// (a comparison the compiler vectorizes): most of a message is not line ends.
+fn for_each_line(units: &[u16], mut f: impl FnMut(&[u16])) {
+    const CHUNK: usize = 16;
+    let n = units.len();
+    let (mut start, mut at) = (0, 0);
+    while at < n {
+        while let Some(chunk) = units.get(at..at + CHUNK) {
+            let chunk: &[u16; CHUNK] = chunk.try_into().expect("a chunk of CHUNK units");
+            if chunk.iter().fold(false, |any, &u| any | (u == 0x0A)) {
+                break;
+            }
+            at += CHUNK;
+        }
+        let end = (at + CHUNK).min(n);
+        while at < end && units[at] != 0x0A {
+            at += 1;
+        }
+        if at < end {
+            f(&units[start..at]);
+            at += 1;
+            start = at;
+        }
+    }
+    f(&units[start..]);
 }
 
 /// For each line id, how many members contain it (the rarity that orders probe tokens).
@@ -402,6 +464,34 @@ mod tests {
         assert_ne!(ia, ib);
         assert_eq!(interner.intern(&b, 42), ib);
         assert_eq!(interner.line(ia), a.as_slice());
+    }
+
+    proptest! {
+        #[test]
+        fn lines_split_like_slice_split(
+            units in prop::collection::vec(prop::sample::select(vec![0x0Au16, 0x61, 0x20, 0x0D, 0x10A]), 0..80),
+        ) {
+            let mut got: Vec<Vec<u16>> = Vec::new();
+            for_each_line(&units, |line| got.push(line.to_vec()));
+            let expected: Vec<Vec<u16>> = units.split(|&u| u == 0x0A).map(<[u16]>::to_vec).collect();
+            prop_assert_eq!(got, expected);
+        }
+    }
+
+    #[test]
+    fn interner_reused_between_calls_starts_empty() {
+        let line: Vec<u16> = "a line".encode_utf16().collect();
+        let mut first = LineInterner::take(10, 100);
+        let h = first.hash(&line);
+        assert_eq!(first.intern(&line, h), 0);
+        let other: Vec<u16> = "another".encode_utf16().collect();
+        let h2 = first.hash(&other);
+        assert_eq!(first.intern(&other, h2), 1);
+        first.give_back();
+        let mut second = LineInterner::take(10, 100);
+        let h2 = second.hash(&other);
+        assert_eq!(second.intern(&other, h2), 0);
+        assert_eq!(second.line(0), other.as_slice());
     }
 
     #[test]
