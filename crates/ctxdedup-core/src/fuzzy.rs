@@ -218,62 +218,109 @@ impl LineInterner {
 /// Lines of one message ahead of the one being interned, whose slots are being loaded.
 const PREFETCH_LINES: usize = 8;
 
+/// Reusable buffers of [`line_ids`].
+#[derive(Default)]
+struct LineScratch {
+    /// The normalized lines of the current message, one after another.
+    units: Vec<u16>,
+    /// End in `units` and hash of each line.
+    lines: Vec<(usize, u64)>,
+}
+
+/// Appends the interned ids of the normalized lines of `units` (at most `max_lines` of them,
+/// counting only lines that end with `\n` unless `whole`, i.e. `units` is the entire content)
+/// to `ids`.
+fn line_ids(
+    units: &[u16],
+    whole: bool,
+    max_lines: usize,
+    interner: &mut LineInterner,
+    scratch: &mut LineScratch,
+    ids: &mut Vec<u32>,
+) {
+    scratch.units.clear();
+    scratch.lines.clear();
+    let last_complete = if whole {
+        units.len()
+    } else {
+        units.iter().rposition(|&u| u == 0x0A).unwrap_or(0)
+    };
+    let units = &units[..last_complete];
+    if units.is_empty() && !whole {
+        return;
+    }
+    for_each_line(units, |line| {
+        if scratch.lines.len() == max_lines {
+            return;
+        }
+        let start = scratch.units.len();
+        normalize_line_into(line, &mut scratch.units);
+        if scratch.units.len() > start {
+            let hash = interner.hash(&scratch.units[start..]);
+            scratch.lines.push((scratch.units.len(), hash));
+        }
+    });
+    for &(_, hash) in scratch.lines.iter().take(PREFETCH_LINES) {
+        interner.prefetch(hash);
+    }
+    let mut start = 0;
+    for (k, &(end, hash)) in scratch.lines.iter().enumerate() {
+        if let Some(&(_, ahead)) = scratch.lines.get(k + PREFETCH_LINES) {
+            interner.prefetch(ahead);
+        }
+        ids.push(interner.intern(&scratch.units[start..end], hash));
+        start = end;
+    }
+}
+
+/// Fills a member's bag and line count from the ids of all its normalized lines.
+fn set_bag(member: &mut FuzzyMember, ids: &mut [u32]) {
+    member.lines = ids.len();
+    ids.sort_unstable();
+    let mut bag: Vec<(u32, u32)> = Vec::with_capacity(ids.len());
+    for &id in ids.iter() {
+        match bag.last_mut() {
+            Some((last, count)) if *last == id => *count += 1,
+            _ => bag.push((id, 1)),
+        }
+    }
+    member.bag = bag;
+}
+
 /// Normalizes the participants into bags of interned line ids; drops those with < 2 lines.
 pub(crate) fn build_members<S: Utf16Source>(src: &S, participants: &[usize]) -> Vec<FuzzyMember> {
     // Sized up front (about one distinct line per 64 units): growing a table of millions of
     // lines moves every entry again, several times.
     let units: usize = participants.iter().map(|&i| src.len_of(i)).sum();
     let mut interner = LineInterner::take((units / 64).min(1 << 24), units.min(1 << 27));
-    // The normalized lines of the current message, with their ends and hashes.
-    let mut scratch: Vec<u16> = Vec::new();
-    let mut lines: Vec<(usize, u64)> = Vec::new();
+    let mut scratch = LineScratch::default();
     let mut ids: Vec<u32> = Vec::new();
     let mut members = Vec::with_capacity(participants.len());
     for &index in participants {
         ids.clear();
-        scratch.clear();
-        lines.clear();
         let raw_len = src.with_units(index, |units| {
-            for_each_line(units, |line| {
-                let start = scratch.len();
-                normalize_line_into(line, &mut scratch);
-                if scratch.len() > start {
-                    lines.push((scratch.len(), interner.hash(&scratch[start..])));
-                }
-            });
+            line_ids(
+                units,
+                true,
+                usize::MAX,
+                &mut interner,
+                &mut scratch,
+                &mut ids,
+            );
             units.len()
         });
-        for &(_, hash) in lines.iter().take(PREFETCH_LINES) {
-            interner.prefetch(hash);
-        }
-        let mut start = 0;
-        for (k, &(end, hash)) in lines.iter().enumerate() {
-            if let Some(&(_, ahead)) = lines.get(k + PREFETCH_LINES) {
-                interner.prefetch(ahead);
-            }
-            ids.push(interner.intern(&scratch[start..end], hash));
-            start = end;
-        }
         if ids.len() < 2 {
             continue;
         }
-        let fingerprint = ids[..ids.len().min(FINGERPRINT_LINES)].to_vec();
-        let lines = ids.len();
-        ids.sort_unstable();
-        let mut bag: Vec<(u32, u32)> = Vec::with_capacity(ids.len());
-        for &id in &ids {
-            match bag.last_mut() {
-                Some((last, count)) if *last == id => *count += 1,
-                _ => bag.push((id, 1)),
-            }
-        }
-        members.push(FuzzyMember {
+        let mut member = FuzzyMember {
             index,
             raw_len,
-            fingerprint,
-            bag,
-            lines,
-        });
+            fingerprint: ids[..ids.len().min(FINGERPRINT_LINES)].to_vec(),
+            bag: Vec::new(),
+            lines: 0,
+        };
+        set_bag(&mut member, &mut ids);
+        members.push(member);
     }
     interner.give_back();
     members
@@ -365,6 +412,14 @@ pub(crate) fn linked(a: &FuzzyMember, b: &FuzzyMember, threshold: f64) -> bool {
         && jaccard(a, b) >= threshold
 }
 
+/// Batches of up to this many participants take the lazy path ([`lazy_groups`]): every pair's
+/// fingerprints are compared (at most 32,640 pairs of five ids), and only messages in a
+/// candidate pair are normalized in full. Larger batches use the prefix filter.
+pub const LAZY_MAX_PARTICIPANTS: usize = 256;
+
+/// Units read to find a message's fingerprint before reading all of it.
+const FINGERPRINT_READ: usize = 2048;
+
 /// Connected components (size >= 2) of the match graph over `participants` (ascending indices).
 pub fn fuzzy_groups<S: Utf16Source>(
     src: &S,
@@ -375,6 +430,117 @@ pub fn fuzzy_groups<S: Utf16Source>(
     if threshold.is_nan() || threshold > 1.0 {
         return Vec::new();
     }
+    if participants.len() <= LAZY_MAX_PARTICIPANTS {
+        lazy_groups(src, participants, threshold)
+    } else {
+        prefix_filter_groups(src, participants, threshold)
+    }
+}
+
+/// The match graph of a small batch, normalizing lazily: fingerprints first (the first five
+/// normalized lines, usually from the first few hundred units), then every pair that passes the
+/// length ratio and the fingerprint overlap, whose two messages are normalized in full (once)
+/// for the Jaccard. In a conversation most messages share no fingerprint with any other, and
+/// their lines are never normalized at all.
+fn lazy_groups<S: Utf16Source>(src: &S, participants: &[usize], threshold: f64) -> Vec<FuzzyGroup> {
+    let units: usize = participants.iter().map(|&i| src.len_of(i)).sum();
+    let mut interner = LineInterner::take((units / 64).min(1 << 24), units.min(1 << 27));
+    let mut scratch = LineScratch::default();
+    let mut ids: Vec<u32> = Vec::new();
+    let mut members: Vec<FuzzyMember> = Vec::with_capacity(participants.len());
+    for &index in participants {
+        ids.clear();
+        let raw_len = src.len_of(index);
+        let whole = raw_len <= FINGERPRINT_READ;
+        src.with_prefix(index, FINGERPRINT_READ, |units| {
+            line_ids(
+                units,
+                whole,
+                FINGERPRINT_LINES,
+                &mut interner,
+                &mut scratch,
+                &mut ids,
+            );
+        });
+        if ids.len() < FINGERPRINT_LINES && !whole {
+            ids.clear();
+            src.with_units(index, |units| {
+                line_ids(
+                    units,
+                    true,
+                    FINGERPRINT_LINES,
+                    &mut interner,
+                    &mut scratch,
+                    &mut ids,
+                );
+            });
+        }
+        // Fewer than two lines in the fingerprint: fewer than two lines at all.
+        if ids.len() < 2 {
+            continue;
+        }
+        members.push(FuzzyMember {
+            index,
+            raw_len,
+            fingerprint: ids.clone(),
+            bag: Vec::new(),
+            lines: 0,
+        });
+    }
+
+    let mut uf = UnionFind::new(members.len());
+    let mut normalized = vec![false; members.len()];
+    for i in 0..members.len() {
+        for j in 0..i {
+            let (a, b) = (&members[i], &members[j]);
+            if ratio(a.raw_len, b.raw_len) < LENGTH_RATIO
+                || fingerprint_overlap(&a.fingerprint, &b.fingerprint) < FINGERPRINT_OVERLAP
+                || uf.find(i) == uf.find(j)
+            {
+                continue;
+            }
+            for k in [i, j] {
+                if !normalized[k] {
+                    normalized[k] = true;
+                    ids.clear();
+                    src.with_units(members[k].index, |units| {
+                        line_ids(
+                            units,
+                            true,
+                            usize::MAX,
+                            &mut interner,
+                            &mut scratch,
+                            &mut ids,
+                        );
+                    });
+                    set_bag(&mut members[k], &mut ids);
+                }
+            }
+            if linked(&members[i], &members[j], threshold) {
+                uf.union(i, j);
+            }
+        }
+    }
+    interner.give_back();
+    let mut slots: Vec<Option<FuzzyMember>> = members.into_iter().map(Some).collect();
+    uf.groups(2)
+        .into_iter()
+        .map(|g| FuzzyGroup {
+            members: g
+                .into_iter()
+                .filter_map(|local| slots[local].take())
+                .collect(),
+        })
+        .collect()
+}
+
+/// The match graph through a prefix-filtered inverted index (see the module comment): every
+/// message normalized once, candidate pairs without comparing all pairs.
+fn prefix_filter_groups<S: Utf16Source>(
+    src: &S,
+    participants: &[usize],
+    threshold: f64,
+) -> Vec<FuzzyGroup> {
     let members = build_members(src, participants);
     let doc_freq = line_doc_freq(&members);
 
@@ -467,6 +633,31 @@ mod tests {
     }
 
     proptest! {
+        /// Long lines and blank runs put fingerprints beyond the first read of the lazy path.
+        #[test]
+        fn lazy_path_reads_fingerprints_past_its_first_read(
+            docs in prop::collection::vec(
+                prop::collection::vec((0u8..6, prop::sample::select(vec![0usize, 3, 700, 1500])), 1..10),
+                2..12),
+            t in prop::sample::select(vec![0.0, 0.5, 0.85]),
+        ) {
+            let texts: Vec<String> = docs.iter()
+                .map(|d| d.iter().map(|&(x, pad)| if x == 0 { " ".repeat(pad) } else { format!("L{x}{}", "y".repeat(pad)) })
+                    .collect::<Vec<_>>().join("\n"))
+                .collect();
+            let arena = Utf16Arena::from_strs(&texts);
+            let all: Vec<usize> = (0..texts.len()).collect();
+            let index_groups = |groups: Vec<FuzzyGroup>| -> Vec<Vec<usize>> {
+                groups.iter().map(|g| g.members.iter().map(|m| m.index).collect()).collect()
+            };
+            let members = build_members(&arena, &all);
+            let expected: Vec<Vec<usize>> = brute_force(&members, t)
+                .into_iter()
+                .map(|g| g.into_iter().map(|local| members[local].index).collect())
+                .collect();
+            prop_assert_eq!(index_groups(lazy_groups(&arena, &all, t)), expected);
+        }
+
         #[test]
         fn lines_split_like_slice_split(
             units in prop::collection::vec(prop::sample::select(vec![0x0Au16, 0x61, 0x20, 0x0D, 0x10A]), 0..80),
@@ -549,16 +740,28 @@ mod tests {
                 .collect();
             let arena = Utf16Arena::from_strs(&texts);
             let all: Vec<usize> = (0..texts.len()).collect();
-            let got: Vec<Vec<usize>> = fuzzy_groups(&arena, &all, t)
-                .into_iter()
-                .map(|g| g.members.iter().map(|m| m.index).collect())
-                .collect();
             let members = build_members(&arena, &all);
             let expected: Vec<Vec<usize>> = brute_force(&members, t)
                 .into_iter()
                 .map(|g| g.into_iter().map(|local| members[local].index).collect())
                 .collect();
-            prop_assert_eq!(got, expected);
+            for groups in [prefix_filter_groups(&arena, &all, t), lazy_groups(&arena, &all, t)] {
+                let got: Vec<Vec<usize>> = groups
+                    .iter()
+                    .map(|g| g.members.iter().map(|m| m.index).collect())
+                    .collect();
+                prop_assert_eq!(&got, &expected);
+                // Similarities from the bags of either path equal the full normalization's.
+                for g in &groups {
+                    for a in 0..g.members.len() {
+                        for b in 0..g.members.len() {
+                            let full = |m: &FuzzyMember| members.iter().position(|x| x.index == m.index).unwrap();
+                            let (fa, fb) = (full(&g.members[a]), full(&g.members[b]));
+                            prop_assert_eq!(g.similarity(a, b), jaccard(&members[fa], &members[fb]));
+                        }
+                    }
+                }
+            }
         }
     }
 }
