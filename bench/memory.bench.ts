@@ -10,7 +10,7 @@
  * @module
  */
 import { native } from '../src/native.js';
-import { InMemoryStore, MemoryDeduplicator } from '../src/index.js';
+import { InMemoryStore, MemoryDeduplicator } from '../src/memory/index.js';
 import { formatNumber, type BenchRow } from './harness.js';
 import { mulberry32, type Rng } from './prng.js';
 

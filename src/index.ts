@@ -1,5 +1,9 @@
 /**
  * ctxdedup: exact, explainable, reversible deduplication for LLM contexts and agent memory.
+ *
+ * This entry holds the stages and loads no optional package. The ingestion index is in
+ * `ctxdedup/ingest`, memory deduplication in `ctxdedup/memory`, the HTTP server in
+ * `ctxdedup/server` and the context-compression-engine compatible API in `ctxdedup/cce`.
  * @packageDocumentation
  */
 export { sha256, groupExact } from './identity.js';
@@ -65,7 +69,28 @@ export {
   type ProcessResult,
   type ResourceLedgerTotals,
   type ResourceLedgerJSON,
+  type McpContentBlock,
+  type McpToolResult,
+  type ToolCallInfo,
+  type ToolResultReport,
+  type ToolResultProcessed,
 } from './stages/resources.js';
+export {
+  dedupeOpenAIChat,
+  dedupeAnthropicMessages,
+  restoreOpenAIChat,
+  restoreAnthropicMessages,
+  type RequestDedupeResult,
+  type OpenAIChatRequest,
+  type OpenAIChatMessage,
+  type OpenAIContentPart,
+  type AnthropicMessagesRequest,
+  type AnthropicMessage,
+  type AnthropicBlock,
+  type AdapterOptions,
+  type AdapterDecision,
+  type AdapterReport,
+} from './adapters/requests.js';
 export { parseResourceConfig, loadResourceConfig } from './stages/resources-config.js';
 export {
   dedupeSources,
@@ -87,23 +112,10 @@ export {
 } from './stages/research.js';
 export {
   countTokens,
+  countTokensBatch,
   tokenCounter,
   DEFAULT_ENCODING,
   type TokenCounter,
   type TokenEncoding,
   type TokenCounterOption,
 } from './tokens.js';
-export {
-  IngestIndex,
-  openStore,
-  type IngestItem,
-  type IngestResult,
-  type NewIngestResult,
-  type ExactDuplicateResult,
-  type NearDuplicateResult,
-  type NearDuplicateOptions,
-  type IngestIndexOptions,
-  type NamespaceOptions,
-  type IngestStore,
-} from './ingest/index.js';
-export * from './memory/index.js';

@@ -4,7 +4,7 @@
  * @internal
  * @module
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { packageRoot } from './package-root.js';
@@ -165,17 +165,27 @@ export interface NativeBinding {
   ): Promise<NativeClusters>;
   embedHashedNgrams(texts: string[], dim: number): Float32Array;
   embedHashedNgramsAsync(texts: string[], dim: number): Promise<Float32Array>;
+  countTokens(text: string, encoding: string): number;
+  countTokensBatch(texts: string[], encoding: string): Uint32Array;
 }
 
-/**
- * napi platform ids this process can load, most likely first, e.g. `linux-x64-gnu`. On Linux
- * both libc flavours are candidates; a binary for the wrong one fails to load and the next is tried.
- */
-function platformIds(): string[] {
+/** Whether this Linux process runs on musl rather than glibc (as napi-rs's own loaders decide). */
+function isMusl(): boolean {
+  try {
+    return readFileSync('/usr/bin/ldd', 'utf8').includes('musl');
+  } catch {
+    // No ldd (a minimal image): glibc reports its version in the process report, musl does not.
+    const header = (process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)?.header;
+    return header?.glibcVersionRuntime === undefined;
+  }
+}
+
+/** The napi platform id of this process, e.g. `linux-x64-gnu`, `darwin-arm64`, `win32-x64-msvc`. */
+function platformId(): string {
   const { platform, arch } = process;
-  if (platform === 'linux') return [`linux-${arch}-gnu`, `linux-${arch}-musl`];
-  if (platform === 'win32') return [`win32-${arch}-msvc`];
-  return [`${platform}-${arch}`];
+  if (platform === 'linux') return `linux-${arch}-${isMusl() ? 'musl' : 'gnu'}`;
+  if (platform === 'win32') return `win32-${arch}-msvc`;
+  return `${platform}-${arch}`;
 }
 
 /** Where the loaded addon came from (what `ctxdedup doctor` prints). @internal */
@@ -192,31 +202,61 @@ export interface NativeOrigin {
 
 let origin: NativeOrigin | undefined;
 
+/**
+ * Loads the addon, from (in order) `CTXDEDUP_NATIVE_PATH`, a build from source in this checkout
+ * (`npm/<platform>/`, where `npm run build:native` puts it), or the prebuilt per-platform package
+ * `ctxdedup-<platform>` (an optional dependency of ctxdedup, which npm installs on that platform
+ * only).
+ * @throws Error naming the platform and the package to install when none of them loads.
+ */
 function load(): NativeBinding {
   const require = createRequire(import.meta.url);
-  const ids = platformIds();
+  const id = platformId();
   const root = packageRoot();
+  const pkg = `ctxdedup-${id}`;
   const override = process.env['CTXDEDUP_NATIVE_PATH'];
+  const local = join(root, 'npm', id, `ctxdedup.${id}.node`);
   const candidates: { path: string; via: NativeOrigin['via']; platform: string | undefined }[] = [
     ...(override ? [{ path: override, via: 'CTXDEDUP_NATIVE_PATH' as const, platform: undefined }] : []),
-    ...ids
-      .map((id) => ({ path: join(root, 'npm', id, `ctxdedup.${id}.node`), via: 'package build' as const, platform: id }))
-      .filter((c) => existsSync(c.path)),
-    ...ids.map((id) => ({ path: `ctxdedup-${id}`, via: 'platform package' as const, platform: id })),
+    ...(existsSync(local) ? [{ path: local, via: 'package build' as const, platform: id }] : []),
+    { path: pkg, via: 'platform package', platform: id },
   ];
   const failures: string[] = [];
+  let packageMissing = false;
   for (const { path: candidate, via, platform } of candidates) {
     try {
       const binding = require(candidate) as NativeBinding;
       origin = { file: require.resolve(candidate), via, platform, failures: failures.slice() };
       return binding;
     } catch (error) {
-      failures.push(`${candidate}: ${(error as Error).message.split('\n')[0]}`);
+      const { code, message } = error as { code?: unknown; message?: unknown };
+      if (candidate === pkg && code === 'MODULE_NOT_FOUND' && String(message).includes(`'${pkg}'`)) {
+        packageMissing = true;
+      } else {
+        failures.push(`${candidate}: ${String(message).split('\n')[0]}`);
+      }
     }
   }
+  const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version?: string; optionalDependencies?: Record<string, string> };
+  const version = manifest.version ?? 'latest';
+  const prebuilt = Object.keys(manifest.optionalDependencies ?? {})
+    .filter((name) => name.startsWith('ctxdedup-'))
+    .map((name) => name.slice('ctxdedup-'.length));
+  const fromSource = 'or build it from source in a clone of the repository (`npm install`, needs Rust: https://rustup.rs)';
+  let advice: string;
+  if (!prebuilt.includes(id)) {
+    advice = `no prebuilt package exists for ${id} (prebuilt: ${prebuilt.join(', ') || 'none'}): ${fromSource}.`;
+  } else if (packageMissing) {
+    advice =
+      `install the package ${pkg}@${version} (\`npm install ${pkg}@${version}\`), ${fromSource}. ` +
+      'npm installs it with ctxdedup as an optional dependency, unless optional dependencies were omitted ' +
+      '(--omit=optional, --no-optional) or the lockfile was made on another platform.';
+  } else {
+    advice = `the installed ${pkg} failed to load; reinstall ${pkg}@${version}, ${fromSource}.`;
+  }
   throw new Error(
-    `ctxdedup: no native addon for ${ids.join(' / ')}. Build it with \`npm run build:native\` (needs Rust).\n` +
-      failures.map((f) => `  tried ${f}`).join('\n'),
+    `ctxdedup: no native addon for ${id} (Node.js ${process.version}): ${advice}` +
+      failures.map((f) => `\n  tried ${f}`).join(''),
   );
 }
 

@@ -6,7 +6,9 @@
 import fc from 'fast-check';
 import { describe as suite, expect, it } from 'vitest';
 import { describe, show } from '../src/errors.js';
-import { IngestIndex, InMemoryStore, MemoryDeduplicator, hashedEmbedding, tokenCounter } from '../src/index.js';
+import { tokenCounter } from '../src/index.js';
+import { IngestIndex } from '../src/ingest/index.js';
+import { InMemoryStore, MemoryDeduplicator, hashedEmbedding } from '../src/memory/index.js';
 import { startServer } from '../src/server/index.js';
 import { unsafe } from './assertions.js';
 

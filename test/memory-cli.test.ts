@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MemoryDeduplicator, SqliteMemoryStore, parseMemoryConfig, type BatchReport } from '../src/index.js';
+import { MemoryDeduplicator, SqliteMemoryStore, parseMemoryConfig, type BatchReport } from '../src/memory/index.js';
 import { cli, tempDir } from './cli-helpers.js';
 
 const cleanups: (() => void)[] = [];

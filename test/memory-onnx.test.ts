@@ -9,7 +9,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { InMemoryStore, MemoryDeduplicator, onnxEmbedding, ALL_MINILM_L6_V2_THRESHOLDS, type Memory, type OnnxEmbedFunction } from '../src/index.js';
+import { InMemoryStore, MemoryDeduplicator, onnxEmbedding, ALL_MINILM_L6_V2_THRESHOLDS, type Memory, type OnnxEmbedFunction } from '../src/memory/index.js';
 import { BertWordPieceTokenizer } from '../src/memory/onnx-embedding.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));

@@ -18,7 +18,7 @@ import {
   type MemoryStore,
   type MergeFunction,
   type StoredMemory,
-} from '../src/index.js';
+} from '../src/memory/index.js';
 import { cosine, describeMemoryStoreContract, expectPathError } from './memory-store-contract.js';
 
 const dirs: string[] = [];

@@ -6,9 +6,13 @@
  * is a string or text blocks) becomes one internal message whose `path` says where the text sits
  * in the parsed document. Deduplication only ever replaces the string at such a path, so writing
  * the document back changes nothing else, and the verbatim file (path + original string) undoes it.
+ * The per-message mapping is src/adapters/mapping.ts, shared with `dedupeOpenAIChat` and
+ * `dedupeAnthropicMessages` (the CLI applies both dialects' rules, since a file's is only guessed).
  * @module
  */
-import type { Message } from '../stages/messages.js';
+import { collectMessage, Ids, isObject, type PathStep, type Unit } from '../adapters/mapping.js';
+
+export type { PathStep, Unit };
 
 /** Formats the CLI reads and writes. */
 export const FORMATS = ['openai', 'anthropic', 'ctxdedup', 'agent-jsonl', 'sessions-jsonl'] as const;
@@ -19,26 +23,11 @@ export type FormatName = (typeof FORMATS)[number];
 /** How a file is laid out: one JSON document, or one JSON value per line. */
 export type Container = 'json' | 'jsonl';
 
-/** A step into a parsed JSON value. */
-export type PathStep = string | number;
-
-/** One deduplicable text: an internal message plus where its text sits in the document. */
-export interface Unit {
-  message: Message;
-  path: PathStep[];
-}
-
 /** The internal message list of one session. */
 export interface Extracted {
   units: Unit[];
   /** Conversation messages seen (a message with three text blocks counts once). */
   messages: number;
-}
-
-type Json = Record<string, unknown>;
-
-function isObject(value: unknown): value is Json {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 /** Which container a format uses. */
@@ -72,53 +61,9 @@ export function messagesOf(doc: unknown): { messages: unknown[]; base: PathStep[
   return undefined;
 }
 
-/** Chooses unique ids: the preferred one, or a suffixed variant when it is taken. */
-class Ids {
-  private readonly seen = new Set<string>();
-  take(preferred: string): string {
-    let id = preferred;
-    for (let n = 2; this.seen.has(id); n++) id = `${preferred}~${n}`;
-    this.seen.add(id);
-    return id;
-  }
-}
-
-/** Collects the units of one message object found at `at`. */
-function collect(m: Json, at: PathStep[], baseId: string, ids: Ids, out: Unit[]): void {
-  const role = typeof m['role'] === 'string' ? m['role'] : undefined;
-  const content = m['content'];
-  let hasToolUse = Array.isArray(m['tool_calls']) && m['tool_calls'].length > 0;
-  if (Array.isArray(content)) {
-    for (const block of content) if (isObject(block) && block['type'] === 'tool_use') hasToolUse = true;
-  }
-  const unit = (id: string, unitRole: string | undefined, text: string, path: PathStep[], blocked: boolean): void => {
-    const message: Message = { id: ids.take(id), content: text };
-    if (unitRole !== undefined) message.role = unitRole;
-    if (blocked) message.tool_calls = [true];
-    out.push({ message, path });
-  };
-  if (typeof content === 'string') {
-    unit(baseId, role, content, [...at, 'content'], hasToolUse);
-    return;
-  }
-  if (!Array.isArray(content)) return;
-  content.forEach((block, j) => {
-    if (!isObject(block)) return;
-    if (block['type'] === 'text' && typeof block['text'] === 'string') {
-      unit(`${baseId}.${j}`, role, block['text'], [...at, 'content', j, 'text'], hasToolUse);
-    } else if (block['type'] === 'tool_result') {
-      const inner = block['content'];
-      if (typeof inner === 'string') {
-        unit(`${baseId}.${j}`, 'tool', inner, [...at, 'content', j, 'content'], false);
-      } else if (Array.isArray(inner)) {
-        inner.forEach((b, k) => {
-          if (isObject(b) && b['type'] === 'text' && typeof b['text'] === 'string') {
-            unit(`${baseId}.${j}.${k}`, 'tool', b['text'], [...at, 'content', j, 'content', k, 'text'], false);
-          }
-        });
-      }
-    }
-  });
+/** Collects the units of one message object found at `at`: the shared mapping, both dialects' rules. */
+function collect(m: Record<string, unknown>, at: PathStep[], baseId: string, ids: Ids, out: Unit[]): void {
+  collectMessage(m, at, baseId, ids, out, { dialect: 'any', unknown: 0 });
 }
 
 /**

@@ -2,6 +2,7 @@
  * The storage contract of the ingestion index, and store selection from a spec string.
  * @module
  */
+import { importPeer } from '../optional.js';
 import type { SqliteStoreOptions } from './sqlite-store.js';
 
 /** One distinct content of a batch, offered to the store for a claim. */
@@ -55,6 +56,8 @@ export interface OpenStoreOptions {
  * `redis://host:port[/db]` / `rediss://…` (shared by any number of instances).
  *
  * @throws TypeError for an unknown spec.
+ * @throws Error if the store's optional package (better-sqlite3 for `sqlite:`, ioredis for
+ *   `redis://`) is not installed.
  */
 export async function openStore(spec: string, options: OpenStoreOptions = {}): Promise<IngestStore> {
   if (spec === 'memory') {
@@ -64,11 +67,11 @@ export async function openStore(spec: string, options: OpenStoreOptions = {}): P
   if (spec.startsWith('sqlite:')) {
     const path = spec.slice('sqlite:'.length);
     if (path === '') throw new TypeError('store sqlite: needs a file path, e.g. sqlite:./ctxdedup.sqlite');
-    const { SqliteStore } = await import('./sqlite-store.js');
+    const { SqliteStore } = await importPeer('better-sqlite3', 'the SQLite ingestion store (sqlite:<path>)', () => import('./sqlite-store.js'));
     return SqliteStore.open(path, options.sqlite);
   }
   if (spec.startsWith('redis://') || spec.startsWith('rediss://')) {
-    const { RedisStore } = await import('./redis-store.js');
+    const { RedisStore } = await importPeer('ioredis', 'the Redis ingestion store (redis://)', () => import('./redis-store.js'));
     return RedisStore.connect(spec, options.redisKeyPrefix);
   }
   throw new TypeError(`store must be 'memory', 'sqlite:<path>' or 'redis://host:port', got ${JSON.stringify(spec)}`);

@@ -41,6 +41,7 @@ import type { ChromaClient, Collection, EmbeddingFunction, Metadata } from 'chro
 import type { AuditEntry, AuditLog, AuditRecord } from './audit.js';
 import type { MemoryStore, NearestMemory, StoredMemory } from './store.js';
 import { show } from '../errors.js';
+import { importPeer } from '../optional.js';
 
 /** Where {@link ChromaMemoryStore.connect} goes when no URL is given (Chroma's default port). */
 export const DEFAULT_CHROMA_URL = 'http://127.0.0.1:8000';
@@ -144,7 +145,7 @@ export class ChromaMemoryStore implements MemoryStore {
     if (auditName === name) throw new RangeError('options.auditCollection must differ from options.collection');
     const { host, port, ssl } = parseServerUrl(url);
     // Loaded on first use so that importing ctxdedup does not load the Chroma client.
-    const { ChromaClient: Client } = await import('chromadb');
+    const { ChromaClient: Client } = await importPeer('chromadb', 'ChromaMemoryStore', () => import('chromadb'));
     const client: ChromaClient = new Client({
       host,
       port,

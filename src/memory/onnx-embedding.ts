@@ -12,6 +12,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { InferenceSession, Tensor } from 'onnxruntime-node';
 import { describe, expectObject, optionalNumber, typeError } from '../errors.js';
+import { importPeer } from '../optional.js';
 import type { CalibratedEmbedFunction, RecommendedThresholds } from './embedding.js';
 
 /**
@@ -90,6 +91,7 @@ export async function onnxEmbedding(options: OnnxEmbeddingOptions): Promise<Onnx
   const threads = optionalNumber(options.threads, 'options.threads', 0, { min: 1, max: 1024, integer: true });
   const thresholds = options.recommendedThresholds ?? ALL_MINILM_L6_V2_THRESHOLDS;
   validateThresholds(thresholds);
+  const ort = await loadRuntime();
 
   const config = await readJsonIfPresent(join(modelDir, 'config.json'));
   const maxPositions = typeof config?.['max_position_embeddings'] === 'number' ? config['max_position_embeddings'] : 512;
@@ -97,7 +99,6 @@ export async function onnxEmbedding(options: OnnxEmbeddingOptions): Promise<Onnx
   const pooling = poolingMode(await readJsonIfPresent(join(modelDir, '1_Pooling', 'config.json')));
   const tokenizer = await BertWordPieceTokenizer.fromDir(modelDir);
 
-  const ort = await loadRuntime();
   const sessionOptions: InferenceSession.SessionOptions = { executionProviders: ['cpu'], graphOptimizationLevel: 'all' };
   if (threads > 0) sessionOptions.intraOpNumThreads = threads;
   const session = await ort.InferenceSession.create(join(modelDir, modelFile), sessionOptions);
@@ -221,20 +222,8 @@ export async function onnxEmbedding(options: OnnxEmbeddingOptions): Promise<Onnx
 type OrtModule = typeof import('onnxruntime-node');
 
 /** Imports the optional runtime, with an error that says how to get it. */
-async function loadRuntime(): Promise<OrtModule> {
-  try {
-    return await import('onnxruntime-node');
-  } catch (error) {
-    const code = (error as { code?: unknown }).code;
-    if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') {
-      throw new Error(
-        'ctxdedup: onnxEmbedding needs the optional package onnxruntime-node: `npm install onnxruntime-node` ' +
-          '(with `onnxruntime-node-install=skip` in .npmrc it skips downloading its CUDA provider at install time)',
-        { cause: error },
-      );
-    }
-    throw error;
-  }
+function loadRuntime(): Promise<OrtModule> {
+  return importPeer('onnxruntime-node', 'onnxEmbedding', () => import('onnxruntime-node'));
 }
 
 /** Which of the session's inputs and output this adapter feeds and reads. */

@@ -9,8 +9,9 @@
  * and `undo` survive restarts too.
  * @module
  */
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import { describe, typeError } from '../errors.js';
+import { requirePeer } from '../optional.js';
 import { LONE_SURROGATE } from './validate.js';
 import type { AuditEntry, AuditLog, AuditRecord } from './audit.js';
 import type { MemoryStore, NearestMemory, StoredMemory } from './store.js';
@@ -99,15 +100,17 @@ export class SqliteMemoryStore implements MemoryStore {
    * @throws TypeError if `path` is not a non-empty string.
    * @throws Error naming the file (the driver's error as `cause`) if it cannot be opened or is not
    *   a database, or if its memory schema is newer than this version supports.
+   * @throws Error if the optional package better-sqlite3 is not installed.
    */
   constructor(path: string) {
     if (typeof path !== 'string' || path === '') {
       typeError('path', `must be a file path (or ':memory:' for a database that is never saved), got ${path === '' ? 'an empty string' : describe(path)}`);
     }
+    const Driver = requirePeer<typeof Database>('better-sqlite3', 'SqliteMemoryStore');
     this.path = path;
     let db: Database.Database;
     try {
-      db = new Database(path);
+      db = new Driver(path);
     } catch (error) {
       throw openError(path, error);
     }

@@ -21,8 +21,9 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { isIPv4 } from 'node:net';
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { default as Fastify, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { describe, show } from '../errors.js';
+import { requirePeer } from '../optional.js';
 import {
   DEFAULT_STORE,
   IngestIndex,
@@ -213,7 +214,8 @@ function isValidationError(error: unknown): boolean {
 
 /**
  * Starts the server and resolves once it listens.
- * @throws TypeError / RangeError for bad options; Error if the store cannot be opened or the port is taken.
+ * @throws TypeError / RangeError for bad options; Error if the store cannot be opened or the port is taken,
+ *   or if the optional package fastify (or the store's: better-sqlite3, ioredis) is not installed.
  */
 export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
   const host = options.host ?? '127.0.0.1';
@@ -246,6 +248,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     throw new RangeError(`options.headersTimeoutMs must be an integer in [1, options.bodyTimeoutMs = ${bodyTimeoutMs}] (milliseconds), got ${String(headersTimeoutMs)}`);
   }
   const expected = options.token === undefined ? undefined : tokenDigest(options.token);
+  // Before the index opens: a missing Fastify must not leave a store open.
+  const fastify = requirePeer<typeof Fastify>('fastify', 'the server (ctxdedup/server, ctxdedup serve)');
 
   const index =
     options.store instanceof IngestIndex
@@ -259,7 +263,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
           ...(options.namespaces === undefined ? {} : { namespaces: options.namespaces }),
         });
   const metrics = new ServerMetrics();
-  const app = Fastify({
+  const app = fastify({
     logger: options.logger ?? false,
     bodyLimit: maxBody,
     forceCloseConnections: 'idle',

@@ -186,6 +186,43 @@ export interface AttachmentRecord {
   sha256?: string;
 }
 
+/**
+ * One content block of an MCP `CallToolResult`, as MCP defines it: `text`, `image`, `audio`,
+ * `resource_link`, or `resource` (an embedded resource with `text` or base64 `blob` content).
+ */
+export interface McpContentBlock {
+  type: string;
+  [field: string]: unknown;
+}
+
+/** An MCP `CallToolResult` (only `content` is read; every other field is kept). */
+export interface McpToolResult {
+  content: McpContentBlock[];
+  [field: string]: unknown;
+}
+
+/** Where a tool result was delivered: {@link ResourceLedger.processToolResult}'s second argument. */
+export interface ToolCallInfo {
+  turn: number;
+  tool: string;
+  callId: string;
+}
+
+/** Totals of one MCP tool result. */
+export interface ToolResultReport extends ResourceReport {
+  /** Content blocks of a type MCP does not define, passed through untouched. */
+  unknown: number;
+}
+
+/** Result of {@link ResourceLedger.processToolResult}. */
+export interface ToolResultProcessed<R extends McpToolResult = McpToolResult> {
+  /** A valid `CallToolResult`: matched embedded resources became `text` blocks with references. */
+  result: R;
+  /** One per embedded resource, `index` its position in `result.content`. */
+  decisions: ResourceDecision[];
+  report: ToolResultReport;
+}
+
 /** Running totals of a ledger (persisted with it). */
 export interface ResourceLedgerTotals {
   responses: number;
@@ -436,6 +473,49 @@ function emptyTotals(): ResourceLedgerTotals {
   return { responses: 0, resourceBlocks: 0, matched: 0, bytesSaved: 0, tokensSaved: 0 };
 }
 
+/** MCP content block types that pass through untouched. */
+const MCP_OTHER_BLOCKS: ReadonlySet<string> = new Set(['text', 'image', 'audio', 'resource_link']);
+/** Standard base64 (padding optional, no whitespace): the `blob` of an MCP embedded resource. */
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?$/;
+
+/** The embedded resources of an MCP tool result as ledger blocks, with their positions. */
+function mcpResources(content: unknown, path: string): { blocks: ResourceBlock[]; index: number[]; unknown: number } {
+  expectArray(content, path);
+  const out = { blocks: [] as ResourceBlock[], index: [] as number[], unknown: 0 };
+  for (let i = 0; i < content.length; i++) {
+    const block: unknown = content[i];
+    expectObject(block, `${path}[${i}]`);
+    const type = block['type'];
+    if (typeof type !== 'string') typeError(`${path}[${i}].type`, `must be a string, got ${describe(type)}`);
+    if (type !== 'resource') {
+      if (!MCP_OTHER_BLOCKS.has(type)) out.unknown++;
+      continue;
+    }
+    const at = `${path}[${i}].resource`;
+    const resource: unknown = block['resource'];
+    expectObject(resource, at);
+    const uri = readString(resource['uri'], `${at}.uri`);
+    readMimeType(resource['mimeType'], `${at}.mimeType`);
+    const text = resource['text'];
+    const blob = resource['blob'];
+    let data: string | Uint8Array;
+    if (typeof text === 'string') {
+      data = readContent(text, `${at}.text`);
+    } else if (typeof blob === 'string') {
+      // Bytes, checksummed as bytes: never decoded as text.
+      if (!BASE64.test(blob)) typeError(`${at}.blob`, 'must be base64 (A-Z, a-z, 0-9, +, /, optional = padding)');
+      data = new Uint8Array(Buffer.from(blob, 'base64'));
+    } else {
+      typeError(at, `must have a string \`text\` or a base64 string \`blob\`, got text ${describe(text)} and blob ${describe(blob)}`);
+    }
+    const rb: ResourceBlock = { type: 'resource', uri, content: data };
+    if (typeof resource['mimeType'] === 'string') rb.mimeType = resource['mimeType'];
+    out.blocks.push(rb);
+    out.index.push(i);
+  }
+  return out;
+}
+
 /**
  * The resource deliveries of one conversation, and the rewriting of new tool responses.
  *
@@ -635,6 +715,39 @@ export class ResourceLedger {
     t.bytesSaved += report.bytesSaved;
     t.tokensSaved += tokensSaved;
     return { blocks: out, decisions, report };
+  }
+
+  /**
+   * {@link ResourceLedger.process} for an MCP `CallToolResult`: embedded resources (`type:
+   * 'resource'`, `text` content checksummed as UTF-8, base64 `blob` content as its bytes) are
+   * matched and recorded; `text`, `image`, `audio`, `resource_link` and unknown blocks pass
+   * through untouched (unknown ones are counted), and so does every field besides `content`.
+   * A matched resource becomes a `text` block holding the reference, so the result stays valid.
+   * Input is validated in full before anything is recorded; on error the ledger is unchanged.
+   *
+   * @throws TypeError naming the path (`result.content[2].resource.uri must be a string`,
+   *   `call.tool must be a string`); RangeError for a bad or backwards turn.
+   */
+  processToolResult<R extends McpToolResult>(result: R, call: ToolCallInfo): ToolResultProcessed<R> {
+    expectObject(result, 'result');
+    expectObject(call, 'call');
+    const turn = readTurn(call['turn'], 'call.turn', this.#turn);
+    const tool = readString(call['tool'], 'call.tool');
+    const callId = readString(call['callId'], 'call.callId');
+    const content = result['content'] as readonly McpContentBlock[];
+    const found = mcpResources(content, 'result.content');
+    const processed = this.process({ turn, tool, callId, blocks: found.blocks });
+    const out = content.slice();
+    const decisions = processed.decisions.map((d) => {
+      const index = found.index[d.index] as number;
+      if (d.action === 'referenced') out[index] = { type: 'text', text: (processed.blocks[d.index] as TextBlock).text };
+      return { ...d, index };
+    });
+    return {
+      result: { ...result, content: out },
+      decisions,
+      report: { ...processed.report, blocks: content.length, unknown: found.unknown },
+    };
   }
 
   /**

@@ -25,17 +25,22 @@
 //! of its comparison text; every window of `min_lines` consecutive verbatim lines is indexed by
 //! a rolling hash of its line hashes, keeping its earliest occurrence (within `lookback`) and the
 //! most recent one. A scan position extends each candidate line by line and takes the
-//! longest run. A run shorter than `min_chars` spans at most `min_chars + 1` lines, so trying
-//! again from the next line is bounded; a run that is long enough but not net positive is
-//! emitted verbatim as a whole, so no long run is extended twice. Token counts are taken once
-//! per run that reaches the net-positive test. The whole pass is linear in the input, with a
-//! factor of at most `CANDIDATES * (min_lines + min_chars)` on adversarial input.
+//! longest run. A run too short to replace (fewer than `min_lines` lines or `min_chars` units)
+//! is retried from the next line, until a per-message budget of line comparisons (64 per line)
+//! is spent; after that such a run is emitted verbatim as a whole. A run that is long enough but
+//! not net positive is always emitted verbatim as a whole, so no long run is extended twice.
+//! Token counts are taken once per run that reaches the net-positive test. The whole pass is
+//! linear in the input, whatever the options.
 
 use ahash::{AHashMap, RandomState};
 
 /// Occurrences remembered per window: the earliest and the most recent ones. Each scan position
 /// extends all of them (the longest run wins), so work stays linear with this factor.
 const CANDIDATES: usize = 2;
+/// Line comparisons a message may spend on runs that end up too short before short runs stop
+/// being retried line by line: `RETRY_BUDGET_PER_LINE` per line plus `RETRY_BUDGET_BASE`.
+const RETRY_BUDGET_PER_LINE: usize = 64;
+const RETRY_BUDGET_BASE: usize = 1 << 16;
 /// Marks a line with no output position (replaced, or not emitted yet).
 const NONE: u32 = u32::MAX;
 /// Odd multiplier of the rolling window hash.
@@ -496,17 +501,15 @@ impl<'a, 'c> Pass<'a, 'c> {
     }
 
     fn in_lookback(&self, m: usize, target: usize) -> bool {
-        self.options.lookback.is_none_or(|l| m - target <= l)
+        self.options.lookback.map_or(true, |l| m - target <= l)
     }
 
     /// Length of the run from line `i` of message `m` against line `j` of `target`, in `mode`.
     fn extend(
         &self,
-        m: usize,
+        (m, i): (usize, usize),
         lines: &[Line],
-        i: usize,
-        target: usize,
-        j: usize,
+        (target, j): (usize, usize),
         own: &[u32],
         mode: Mode,
     ) -> usize {
@@ -569,7 +572,8 @@ impl<'a, 'c> Pass<'a, 'c> {
     }
 
     /// The longest run from line `i` of message `m` among the window's candidates (ties: the
-    /// earliest candidate, plain before numbered): `(len, target, j, mode)`.
+    /// earliest candidate, plain before numbered): `(len, target, j, mode)`, and the lines
+    /// compared to find it.
     fn best_run(
         &self,
         m: usize,
@@ -577,8 +581,9 @@ impl<'a, 'c> Pass<'a, 'c> {
         i: usize,
         own: &[u32],
         windows: [Option<u64>; 2],
-    ) -> Option<(usize, usize, usize, Mode)> {
+    ) -> (Option<(usize, usize, usize, Mode)>, usize) {
         let mut best: Option<(usize, usize, usize, Mode)> = None;
+        let mut work = 0;
         let lookups = [
             (windows[0], &[Mode::Plain, Mode::Numbered][..]),
             (windows[1], &[Mode::Renumbered][..]),
@@ -593,14 +598,15 @@ impl<'a, 'c> Pass<'a, 'c> {
                     continue;
                 }
                 for &mode in modes {
-                    let len = self.extend(m, lines, i, target, j, own, mode);
-                    if best.is_none_or(|b| len > b.0) {
+                    let len = self.extend((m, i), lines, (target, j), own, mode);
+                    work += len + 1;
+                    if best.map_or(true, |b| len > b.0) {
                         best = Some((len, target, j, mode));
                     }
                 }
             }
         }
-        best
+        (best, work)
     }
 
     fn process(
@@ -622,10 +628,11 @@ impl<'a, 'c> Pass<'a, 'c> {
         let mut out_line = vec![NONE; n];
         let eligible = self.conv.eligible[m];
         let (mut i, mut out, mut segment) = (0usize, 0u32, 0usize);
+        let (mut spent, budget) = (0usize, RETRY_BUDGET_PER_LINE * n + RETRY_BUDGET_BASE);
         while i < n {
             let mut verbatim = 1;
             if eligible && i + k <= n {
-                if let Some((len, target, j, mode)) = self.best_run(
+                let (best, work) = self.best_run(
                     m,
                     &lines,
                     i,
@@ -634,7 +641,15 @@ impl<'a, 'c> Pass<'a, 'c> {
                         Some(windows[i]),
                         renumber.get(i).copied().filter(|&w| w != windows[i]),
                     ],
-                ) {
+                );
+                spent += work;
+                if let Some((len, target, j, mode)) = best {
+                    // A run too short to replace is normally retried from the next line (another
+                    // candidate may give a longer one); past the budget it stays verbatim whole,
+                    // so huge `min_lines` / `min_chars` cannot make the scan quadratic.
+                    if spent > budget {
+                        verbatim = len.max(1);
+                    }
                     if len >= k {
                         let at = Run {
                             i,
@@ -652,8 +667,7 @@ impl<'a, 'c> Pass<'a, 'c> {
                                 segment = i;
                                 continue;
                             }
-                            // Fewer than `min_chars` units: at most `min_chars + 1` lines, so
-                            // trying again from the next line stays linear.
+                            // Fewer than `min_chars` units: retried from the next line (above).
                             Err(Reject::Short) => {}
                             // Long enough but not worth a reference: every shorter run from here
                             // would be worse, so the whole run stays verbatim (and is never
@@ -729,7 +743,7 @@ impl<'a, 'c> Pass<'a, 'c> {
         };
         let mut rendered = std::mem::take(&mut self.scratch);
         template.render(&values, &mut rendered);
-        let one_line = !rendered.iter().any(|&u| u == b'\n' as u16);
+        let one_line = !rendered.contains(&(b'\n' as u16));
         let result = if one_line && rendered.len() < run.len() {
             let tokens_after = count_tokens(&rendered);
             let tokens_before = count_tokens(run);
@@ -1076,6 +1090,18 @@ mod tests {
         assert!(out[0].len() < big.len() / 3);
         let rebuilt = expand(&out, &refs);
         assert_eq!(rebuilt[0], case.contents[0]);
+    }
+
+    #[test]
+    fn huge_minimums_do_not_make_the_scan_quadratic() {
+        // Every position finds a candidate whose run is too short for these minimums; without
+        // the retry budget each would be extended again from scratch (about 10^10 comparisons).
+        let big = vec!["same"; 200_000].join("\n");
+        let case = Case::new(&[&big]);
+        for options in [small(50_000, 0), small(4, 1 << 30)] {
+            let (refs, out) = case.run(&options);
+            assert_eq!(expand(&out, &refs), case.contents);
+        }
     }
 
     #[test]

@@ -78,27 +78,63 @@ pub fn count_utf16(encoding: Encoding, text: &[u16]) -> usize {
     if text.is_empty() {
         return 0;
     }
-    let mut utf8 = Vec::with_capacity(text.len() + text.len() / 2);
+    count_str(encoding, &utf16_to_utf8_lossy(text))
+}
+
+/// `text` as UTF-8, lone surrogates replaced by U+FFFD (what JavaScript's `TextEncoder` does).
+fn utf16_to_utf8_lossy(text: &[u16]) -> String {
+    const CHUNK: usize = 16;
+    let n = text.len();
+    let mut utf8 = Vec::with_capacity(n + n / 2);
+    let mut buf = [0u8; 4];
     let mut i = 0;
-    while i < text.len() {
-        // ASCII runs (most text) are copied without decoding.
-        let start = i;
-        while i < text.len() && text[i] < 0x80 {
+    while i < n {
+        // Most text is ASCII: whole chunks are copied in a loop the compiler vectorizes.
+        if let Some(chunk) = text.get(i..i + CHUNK) {
+            let chunk: &[u16; CHUNK] = chunk.try_into().expect("a chunk of CHUNK units");
+            if chunk.iter().fold(0, |any, &u| any | u) < 0x80 {
+                let bytes: [u8; CHUNK] = std::array::from_fn(|k| chunk[k] as u8);
+                utf8.extend_from_slice(&bytes);
+                i += CHUNK;
+                continue;
+            }
+        }
+        let u = text[i];
+        if u < 0x80 {
+            utf8.push(u as u8);
             i += 1;
+            continue;
         }
-        utf8.extend(text[start..i].iter().map(|&u| u as u8));
-        let start = i;
-        while i < text.len() && text[i] >= 0x80 {
+        if u < 0x800 {
+            utf8.extend_from_slice(&[0xC0 | (u >> 6) as u8, 0x80 | (u & 0x3F) as u8]);
             i += 1;
+            continue;
         }
-        let mut buf = [0u8; 4];
-        for c in char::decode_utf16(text[start..i].iter().copied()) {
-            let c = c.unwrap_or(char::REPLACEMENT_CHARACTER);
-            utf8.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+        if !(0xD800..0xE000).contains(&u) {
+            utf8.extend_from_slice(&[
+                0xE0 | (u >> 12) as u8,
+                0x80 | ((u >> 6) & 0x3F) as u8,
+                0x80 | (u & 0x3F) as u8,
+            ]);
+            i += 1;
+            continue;
         }
+        let next = text.get(i + 1).copied().unwrap_or(0);
+        let (c, width) = if (0xD800..0xDC00).contains(&u) && (0xDC00..0xE000).contains(&next) {
+            let cp = 0x10000 + ((u32::from(u) - 0xD800) << 10) + (u32::from(next) - 0xDC00);
+            (char::from_u32(cp).unwrap_or(char::REPLACEMENT_CHARACTER), 2)
+        } else {
+            // A lone surrogate is not a `char`: U+FFFD.
+            (
+                char::from_u32(u32::from(u)).unwrap_or(char::REPLACEMENT_CHARACTER),
+                1,
+            )
+        };
+        utf8.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+        i += width;
     }
-    let utf8 = String::from_utf8(utf8).expect("UTF-16 decoded to UTF-8 is valid UTF-8");
-    count_str(encoding, &utf8)
+    // SAFETY: `utf8` holds ASCII bytes and the UTF-8 encodings of `char`s, nothing else.
+    unsafe { String::from_utf8_unchecked(utf8) }
 }
 
 /// Number of tokens of `text`.
@@ -115,59 +151,105 @@ pub fn count_str(encoding: Encoding, text: &str) -> usize {
     })
 }
 
-/// Counts of pieces already seen, per encoding: natural text repeats its words, and a hash
-/// lookup is much cheaper than encoding. Bounded: each map is cleared when full. Per thread, so
-/// no locking.
-#[derive(Default)]
+/// Counts of pieces already seen, per encoding: natural text repeats its words, and a lookup is
+/// much cheaper than encoding. Short pieces go to two-way set-associative tables (both ways of a
+/// set share a cache line; a new piece evicts the less recently used one), so memory is fixed
+/// and the hot words stay in cache; longer ones to a map that is cleared when full. Per thread,
+/// so no locking.
 struct PieceCache {
-    /// Pieces of up to 15 bytes, packed with their length into the key.
-    short: HashMap<u128, u32, ahash::RandomState>,
+    /// Pieces of 2 to 7 bytes (most words), keyed by [`short_key`]; key 0 is an empty way.
+    tiny: Box<[[(u64, u32); 2]]>,
+    /// Pieces of 8 to 15 bytes.
+    short: Box<[[(u128, u32); 2]]>,
     /// Pieces of 16 to [`CACHED_PIECE_BYTES`] bytes.
     long: HashMap<Box<[u8]>, u32, ahash::RandomState>,
 }
 
-/// Pieces cached at most, per map, encoding and thread (a few MB in all).
-const CACHE_CAPACITY: usize = 1 << 16;
+/// Sets of the associative tables (512 KiB and 512 KiB per encoding and thread).
+const TINY_BITS: u32 = 14;
+const SHORT_BITS: u32 = 13;
+
+/// Pieces in the map of longer pieces at most, per encoding and thread.
+const LONG_CAPACITY: usize = 1 << 16;
 
 /// Longest piece (bytes) that is cached.
 const CACHED_PIECE_BYTES: usize = 64;
+
+impl Default for PieceCache {
+    fn default() -> Self {
+        Self {
+            tiny: vec![[(0, 0); 2]; 1 << TINY_BITS].into_boxed_slice(),
+            short: vec![[(0, 0); 2]; 1 << SHORT_BITS].into_boxed_slice(),
+            long: HashMap::default(),
+        }
+    }
+}
+
+/// The count of the piece whose key is `key` in `set`, or `count()` remembered there.
+#[inline(always)]
+fn lookup<K: Copy + Eq>(set: &mut [(K, u32); 2], key: K, count: impl FnOnce() -> usize) -> usize {
+    if set[0].0 == key {
+        return set[0].1 as usize;
+    }
+    if set[1].0 == key {
+        set.swap(0, 1);
+        return set[0].1 as usize;
+    }
+    let n = count();
+    set[1] = set[0];
+    set[0] = (key, n as u32);
+    n
+}
 
 thread_local! {
     static CACHES: RefCell<[PieceCache; 2]> = RefCell::new(Default::default());
 }
 
+/// `len * 256^len` plus the bytes read as a big-endian number, for pieces of up to 15 bytes: one
+/// key per piece, never 0 (the keys of pieces of one length lie in
+/// `[len * 256^len, (len + 1) * 256^len)`). Built in registers: copying into a byte array and
+/// reading it back stalls on store forwarding.
+#[inline(always)]
+fn short_key(bytes: &[u8]) -> u128 {
+    bytes
+        .iter()
+        .fold(bytes.len() as u128, |k, &b| (k << 8) | u128::from(b))
+}
+
+/// Fibonacci hashing: the top `bits` bits of `x` times 2^64 / phi.
+#[inline(always)]
+fn slot(x: u64, bits: u32) -> usize {
+    (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - bits)) as usize
+}
+
 fn count_piece_cached(bpe: &BytePairEncoding, cache: &mut PieceCache, piece: &str) -> usize {
     let bytes = piece.as_bytes();
-    if bytes.len() == 1 {
-        return 1;
-    }
-    if bytes.len() < 16 {
-        let mut key = [0u8; 16];
-        key[..bytes.len()].copy_from_slice(bytes);
-        key[15] = bytes.len() as u8;
-        let key = u128::from_le_bytes(key);
-        if let Some(&n) = cache.short.get(&key) {
-            return n as usize;
+    match bytes.len() {
+        1 => 1,
+        // 7 * 256^7 + 256^7 = 2^59: fits in a u64.
+        2..=7 => {
+            let key = short_key(bytes) as u64;
+            let set = &mut cache.tiny[slot(key, TINY_BITS)];
+            lookup(set, key, || count_piece(bpe, piece))
         }
-        let n = count_piece(bpe, piece);
-        if cache.short.len() >= CACHE_CAPACITY {
-            cache.short.clear();
+        8..=15 => {
+            let key = short_key(bytes);
+            let set = &mut cache.short[slot(key as u64 ^ (key >> 64) as u64, SHORT_BITS)];
+            lookup(set, key, || count_piece(bpe, piece))
         }
-        cache.short.insert(key, n as u32);
-        return n;
+        16..=CACHED_PIECE_BYTES => {
+            if let Some(&n) = cache.long.get(bytes) {
+                return n as usize;
+            }
+            let n = count_piece(bpe, piece);
+            if cache.long.len() >= LONG_CAPACITY {
+                cache.long.clear();
+            }
+            cache.long.insert(bytes.into(), n as u32);
+            n
+        }
+        _ => count_piece(bpe, piece),
     }
-    if bytes.len() > CACHED_PIECE_BYTES {
-        return count_piece(bpe, piece);
-    }
-    if let Some(&n) = cache.long.get(bytes) {
-        return n as usize;
-    }
-    let n = count_piece(bpe, piece);
-    if cache.long.len() >= CACHE_CAPACITY {
-        cache.long.clear();
-    }
-    cache.long.insert(bytes.into(), n as u32);
-    n
 }
 
 /// Calls `f` with each pre-tokenization piece of `text`, in order; the pieces concatenate to
@@ -615,6 +697,26 @@ mod tests {
     }
 
     #[test]
+    fn utf16_conversion_matches_the_standard_library() {
+        let samples = [
+            "plain ASCII text that is longer than one chunk of sixteen units",
+            "mixed: café, naïve, 中文, 😀 and more ASCII after the astral character",
+            "😀😀😀😀😀😀😀😀😀😀😀😀😀😀😀😀😀",
+            "",
+        ];
+        for s in samples {
+            let units: Vec<u16> = s.encode_utf16().collect();
+            assert_eq!(utf16_to_utf8_lossy(&units), s);
+        }
+        let mut units: Vec<u16> = "0123456789abcdef".encode_utf16().collect();
+        units.extend([0xD800, 0x41, 0xDC00, 0xDBFF, 0xDFFF, 0xD83D]);
+        let expected: String = char::decode_utf16(units.iter().copied())
+            .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER))
+            .collect();
+        assert_eq!(utf16_to_utf8_lossy(&units), expected);
+    }
+
+    #[test]
     fn splits_like_the_javascript_patterns() {
         use Encoding::*;
         assert_eq!(pieces(O200kBase, "Hello  world"), ["Hello", " ", " world"]);
@@ -647,6 +749,31 @@ mod tests {
         assert_eq!(count_str(Encoding::Cl100kBase, "\u{FEFF}"), 2);
         assert_eq!(count_str(Encoding::O200kBase, "\u{FEFF}hello"), 3);
         assert_eq!(count_str(Encoding::O200kBase, " \u{FEFF}"), 1);
+    }
+
+    #[test]
+    fn cached_counts_equal_uncached_counts() {
+        // Many distinct pieces of every cached length, so that slots are replaced and the map of
+        // longer pieces is cleared; counted twice (cold, then warm).
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut text = String::new();
+        for _ in 0..150_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let len = 1 + (state % 70) as usize;
+            text.push(' ');
+            for i in 0..len {
+                text.push(char::from(b'a' + ((state >> (i % 60)) % 26) as u8));
+            }
+        }
+        for enc in [Encoding::O200kBase, Encoding::Cl100kBase] {
+            let bpe = enc.bpe();
+            let mut uncached = 0;
+            for_each_piece(enc, &text, |p| uncached += count_piece(bpe, p));
+            assert_eq!(count_str(enc, &text), uncached);
+            assert_eq!(count_str(enc, &text), uncached);
+        }
     }
 
     #[test]

@@ -1,5 +1,9 @@
 //! Binding of `ctxdedup_core::blocks`: converts a conversation in, references out.
 
+// napi-derive does not register exports in test builds, so outside the crate root they would
+// count as dead code there.
+#![cfg_attr(test, allow(dead_code))]
+
 use crate::strings::JsStrings;
 use ctxdedup_core::blocks::{
     dedupe_blocks, eligible_flags, BlockOptions, BlockRef, Conversation, Template,

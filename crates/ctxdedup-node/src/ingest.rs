@@ -55,17 +55,11 @@ impl Task for IngestHashTask {
     type JsValue = NativeIngestBatch;
 
     fn compute(&mut self) -> Result<Self::Output> {
-        let result =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hash_batch(&self.contents)));
+        let result = crate::guarded("batch hashing", || {
+            hash_batch(&self.contents).map_err(ill_formed)
+        });
         crate::strings::buffer_pool::give_back(std::mem::take(&mut self.contents).into_buffer());
         result
-            .map_err(|_| {
-                Error::new(
-                    Status::GenericFailure,
-                    "ctxdedup: internal error (panic) while hashing a batch",
-                )
-            })?
-            .map_err(ill_formed)
     }
 
     fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {

@@ -364,6 +364,7 @@ pub(crate) fn guarded<T>(what: &str, work: impl FnOnce() -> Result<T>) -> Result
 }
 
 /// o200k_base token count of UTF-16 text (the block pass's net-positive rule and its savings).
+#[cfg_attr(test, allow(dead_code))]
 pub(crate) fn tokens_o200k(units: &[u16]) -> usize {
     ctxdedup_core::tokens::count_utf16(ctxdedup_core::tokens::Encoding::O200kBase, units)
 }

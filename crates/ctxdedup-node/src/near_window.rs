@@ -88,17 +88,17 @@ impl Task for NearWindowTask {
     type JsValue = NativeNearMatches;
 
     fn compute(&mut self) -> Result<Self::Output> {
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            near_duplicates(&self.window, &self.batch, &self.exclude, self.threshold)
-        }));
+        let result = crate::guarded("the near-duplicate search", || {
+            Ok(near_duplicates(
+                &self.window,
+                &self.batch,
+                &self.exclude,
+                self.threshold,
+            ))
+        });
         buffer_pool::give_back(std::mem::take(&mut self.window).into_buffer());
         buffer_pool::give_back(std::mem::take(&mut self.batch).into_buffer());
-        result.map_err(|_| {
-            Error::new(
-                Status::GenericFailure,
-                "ctxdedup: internal error (panic) while looking for near duplicates",
-            )
-        })
+        result
     }
 
     fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {

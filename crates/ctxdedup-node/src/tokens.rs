@@ -10,7 +10,64 @@ use crate::strings::JsStrings;
 use ctxdedup_core::tokens::{count_utf16, Encoding};
 use ctxdedup_core::Utf16Source;
 use napi::bindgen_prelude::*;
+use napi::sys;
 use napi_derive::napi;
+use std::cell::RefCell;
+use std::ptr;
+
+/// Largest buffer kept for the next call (UTF-16 units: 2 MiB).
+const KEPT_UNITS: usize = 1 << 20;
+
+thread_local! {
+    static BUFFER: RefCell<Vec<u16>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A JS string's UTF-16 code units, read into a buffer reused across calls (no allocation or
+/// zero-filling for each call).
+pub struct Units(Vec<u16>);
+
+impl Drop for Units {
+    fn drop(&mut self) {
+        if self.0.capacity() <= KEPT_UNITS {
+            let buffer = std::mem::take(&mut self.0);
+            BUFFER.with(|b| *b.borrow_mut() = buffer);
+        }
+    }
+}
+
+impl FromNapiValue for Units {
+    unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> Result<Self> {
+        let mut len = 0usize;
+        check_status!(
+            sys::napi_get_value_string_utf16(env, value, ptr::null_mut(), 0, &mut len),
+            "text must be a string"
+        )?;
+        let mut buffer = BUFFER.with(|b| std::mem::take(&mut *b.borrow_mut()));
+        buffer.clear();
+        // Room for the units and napi's terminator; V8 writes straight into the spare capacity.
+        buffer.reserve(len + 1);
+        let mut copied = 0usize;
+        check_status!(
+            sys::napi_get_value_string_utf16(env, value, buffer.as_mut_ptr(), len + 1, &mut copied),
+            "reading the text failed"
+        )?;
+        // SAFETY: napi initialized `copied` (<= len) units.
+        buffer.set_len(copied.min(len));
+        Ok(Units(buffer))
+    }
+}
+
+impl TypeName for Units {
+    fn type_name() -> &'static str {
+        "string"
+    }
+
+    fn value_type() -> ValueType {
+        ValueType::String
+    }
+}
+
+impl ValidateNapiValue for Units {}
 
 fn encoding(name: &str) -> Result<Encoding> {
     Encoding::from_name(name).ok_or_else(|| {
@@ -23,9 +80,9 @@ fn encoding(name: &str) -> Result<Encoding> {
 
 /// Number of tokens of `text` in `encoding` (special-token text counted as plain text).
 #[napi(catch_unwind, ts_args_type = "text: string, encoding: string")]
-pub fn count_tokens(text: Utf16String, encoding: String) -> Result<u32> {
+pub fn count_tokens(text: Units, encoding: String) -> Result<u32> {
     let encoding = self::encoding(&encoding)?;
-    Ok(count_utf16(encoding, &text) as u32)
+    Ok(count_utf16(encoding, &text.0) as u32)
 }
 
 /// [`count_tokens`] of each text, in one call.

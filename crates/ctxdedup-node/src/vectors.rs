@@ -104,14 +104,9 @@ impl Task for ClusterTask {
 
     fn compute(&mut self) -> Result<Self::Output> {
         let e = embeddings(&self.data, self.dim)?;
-        std::panic::catch_unwind(|| cluster(e, self.threshold, linkage(self.complete))).map_err(
-            |_| {
-                Error::new(
-                    Status::GenericFailure,
-                    "ctxdedup: internal error (panic) while clustering",
-                )
-            },
-        )
+        crate::guarded("clustering", || {
+            Ok(cluster(e, self.threshold, linkage(self.complete)))
+        })
     }
 
     fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {
@@ -155,7 +150,7 @@ impl Task for EmbedTask {
     type JsValue = Float32Array;
 
     fn compute(&mut self) -> Result<Self::Output> {
-        Ok(embed_hashed(&self.texts, self.dim))
+        crate::guarded("embedding", || Ok(embed_hashed(&self.texts, self.dim)))
     }
 
     fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {

@@ -1,0 +1,218 @@
+/**
+ * `ctxdedup/ai-sdk`: a Vercel AI SDK language model middleware that deduplicates the prompt of
+ * every `generateText` / `streamText` call, every step of a multi-step tool loop included.
+ *
+ * ```ts
+ * import { wrapLanguageModel } from 'ai';
+ * import { dedupeMiddleware } from 'ctxdedup/ai-sdk';
+ * const model = wrapLanguageModel({ model: base, middleware: dedupeMiddleware({ onDedupe: (r) => log(r) }) });
+ * ```
+ *
+ * Text parts of user and assistant messages and tool-result outputs (`text`, `error-text`, `json`,
+ * `error-json` and the text items of `content` outputs) are deduplicated: the earliest copy stays,
+ * later whole copies become reference tags, repeated runs of lines become references (block
+ * dedup). System messages, tool-call inputs, files and images, reasoning and provider options
+ * pass through untouched. The middleware is stateless and deterministic: ids are positional
+ * (`m3.1` is part 1 of message 3), so the same conversation prefix always gives the same bytes
+ * and the provider's prompt cache keeps hitting. A `json` output that is rewritten is sent as a
+ * `text` output holding its JSON text with the references.
+ *
+ * Only this subpath loads (types of) the `ai` package, an optional peer dependency.
+ * @module
+ */
+import type { LanguageModelMiddleware } from 'ai';
+import { describe, expectOptions, typeError } from '../errors.js';
+import { dedupeUnits, runStage, withEdits, type AdapterDecision, type AdapterOptions, type AdapterReport } from './engine.js';
+import { isObject, pathText, type PathStep, type Unit } from './mapping.js';
+
+export type { AdapterOptions, AdapterDecision, AdapterReport, PathStep };
+
+/** What one model call saved, given to {@link DedupeMiddlewareOptions.onDedupe}. */
+export interface DedupeCallReport extends AdapterReport {
+  /** `generate` (generateText) or `stream` (streamText). */
+  type: 'generate' | 'stream';
+  /** One per rewritten text, with its path in the prompt (`[3, 'content', 1, 'text']`). */
+  decisions: AdapterDecision[];
+}
+
+/** Options of {@link dedupeMiddleware}. */
+export interface DedupeMiddlewareOptions extends AdapterOptions {
+  /** Called once per model call (each step of a tool loop) with what the call saved. */
+  onDedupe?: (report: DedupeCallReport) => void;
+}
+
+/** Known part types that carry no text to deduplicate. */
+const OTHER_PARTS: ReadonlySet<string> = new Set([
+  'file',
+  'reasoning',
+  'reasoning-file',
+  'custom',
+  'tool-call',
+  'tool-approval-request',
+  'tool-approval-response',
+]);
+
+/** Tool-result output types whose value is text, JSON, or content items. */
+const TEXT_OUTPUTS: ReadonlySet<string> = new Set(['text', 'error-text']);
+const JSON_OUTPUTS: ReadonlySet<string> = new Set(['json', 'error-json']);
+const OTHER_OUTPUTS: ReadonlySet<string> = new Set(['execution-denied']);
+const OTHER_CONTENT_ITEMS: ReadonlySet<string> = new Set([
+  'media',
+  'file-data',
+  'file-url',
+  'file-id',
+  'image-data',
+  'image-url',
+  'image-file-id',
+  'custom',
+]);
+
+/** How a unit is written back: a string at its path, or a JSON output replaced by a text output. */
+interface Slot {
+  path: PathStep[];
+  /** Set for `json` / `error-json` outputs: the output object's path and its text type. */
+  json?: 'text' | 'error-text';
+}
+
+interface PromptUnits {
+  units: Unit[];
+  slots: Slot[];
+  unknown: number;
+}
+
+const ROOT = 'prompt';
+
+function fail(path: readonly PathStep[], problem: string): never {
+  return typeError(pathText(ROOT, path), problem);
+}
+
+/** `value` if it is a string; else a TypeError naming `path()` (built only then: this runs per part). */
+function stringAt(value: unknown, path: () => PathStep[]): string {
+  if (typeof value !== 'string') fail(path(), `must be a string, got ${describe(value)}`);
+  return value;
+}
+
+type Sink = (id: string, role: string, text: string, slot: Slot, blocked: boolean) => void;
+
+/** The AI SDK prompt (LanguageModelV3 / V4 prompt) as units: the one mapping of this format. */
+function promptUnits(prompt: unknown): PromptUnits {
+  if (!Array.isArray(prompt)) fail([], `must be an array, got ${describe(prompt)}`);
+  const out: PromptUnits = { units: [], slots: [], unknown: 0 };
+  // Positional ids are unique by construction.
+  const add: Sink = (id, role, text, slot, blocked) => {
+    const message: Unit['message'] = { id, role, content: text };
+    if (blocked) message.tool_calls = [true];
+    out.units.push({ message, path: slot.path });
+    out.slots.push(slot);
+  };
+  for (let i = 0; i < prompt.length; i++) {
+    const m: unknown = prompt[i];
+    if (!isObject(m)) fail([i], `must be an object, got ${describe(m)}`);
+    const role = stringAt(m['role'], () => [i, 'role']);
+    const content = m['content'];
+    if (role === 'system') {
+      add(`m${i}`, role, stringAt(content, () => [i, 'content']), { path: [i, 'content'] }, false);
+      continue;
+    }
+    if (!Array.isArray(content)) fail([i, 'content'], `must be an array, got ${describe(content)}`);
+    let blocked = false;
+    for (let j = 0; j < content.length; j++) {
+      const part: unknown = content[j];
+      if (isObject(part) && part['type'] === 'tool-call') blocked = true;
+    }
+    for (let j = 0; j < content.length; j++) {
+      const part: unknown = content[j];
+      if (!isObject(part)) fail([i, 'content', j], `must be an object, got ${describe(part)}`);
+      const type = stringAt(part['type'], () => [i, 'content', j, 'type']);
+      if (type === 'text') {
+        add(`m${i}.${j}`, role, stringAt(part['text'], () => [i, 'content', j, 'text']), { path: [i, 'content', j, 'text'] }, blocked);
+      } else if (type === 'tool-result') {
+        toolResult(part, i, j, add, out);
+      } else if (!OTHER_PARTS.has(type)) {
+        out.unknown++;
+      }
+    }
+  }
+  return out;
+}
+
+function toolResult(part: Record<string, unknown>, i: number, j: number, add: Sink, out: PromptUnits): void {
+  const id = `m${i}.${j}`;
+  const output = part['output'];
+  if (!isObject(output)) fail([i, 'content', j, 'output'], `must be an object, got ${describe(output)}`);
+  const type = stringAt(output['type'], () => [i, 'content', j, 'output', 'type']);
+  if (TEXT_OUTPUTS.has(type)) {
+    const text = stringAt(output['value'], () => [i, 'content', j, 'output', 'value']);
+    add(id, 'tool', text, { path: [i, 'content', j, 'output', 'value'] }, false);
+  } else if (JSON_OUTPUTS.has(type)) {
+    // What providers send for a JSON output: its JSON text.
+    const text = JSON.stringify(output['value']) as string | undefined;
+    if (text !== undefined) add(id, 'tool', text, { path: [i, 'content', j, 'output'], json: type === 'json' ? 'text' : 'error-text' }, false);
+  } else if (type === 'content') {
+    const items = output['value'];
+    if (!Array.isArray(items)) fail([i, 'content', j, 'output', 'value'], `must be an array, got ${describe(items)}`);
+    for (let k = 0; k < items.length; k++) {
+      const item: unknown = items[k];
+      if (!isObject(item)) fail([i, 'content', j, 'output', 'value', k], `must be an object, got ${describe(item)}`);
+      const itemType = stringAt(item['type'], () => [i, 'content', j, 'output', 'value', k, 'type']);
+      if (itemType === 'text') {
+        const text = stringAt(item['text'], () => [i, 'content', j, 'output', 'value', k, 'text']);
+        add(`${id}.${k}`, 'tool', text, { path: [i, 'content', j, 'output', 'value', k, 'text'] }, false);
+      } else if (!OTHER_CONTENT_ITEMS.has(itemType)) {
+        out.unknown++;
+      }
+    }
+  } else if (!OTHER_OUTPUTS.has(type)) {
+    out.unknown++;
+  }
+}
+
+/** The result of {@link dedupePrompt}. */
+export interface DedupePromptResult<P> {
+  /** The prompt with deduplicated texts; everything else is the input's, untouched. */
+  prompt: P;
+  decisions: AdapterDecision[];
+  report: AdapterReport;
+}
+
+/**
+ * Deduplicates an AI SDK language model prompt (what the middleware does on each call).
+ *
+ * @throws TypeError naming the path (`prompt[3].content[1].type must be a string`) for a malformed
+ *   prompt; TypeError / RangeError for a bad option.
+ */
+export function dedupePrompt<P>(prompt: P, options?: AdapterOptions): DedupePromptResult<P> {
+  const { units, slots, unknown } = promptUnits(prompt);
+  const { edits, decisions, report } = dedupeUnits(units, unknown, options);
+  const changes: [PathStep[], unknown][] = [];
+  for (const [i, text] of edits) {
+    const slot = slots[i] as Slot;
+    changes.push([slot.path, slot.json === undefined ? text : { type: slot.json, value: text }]);
+  }
+  return { prompt: withEdits(prompt, changes), decisions, report };
+}
+
+/**
+ * The middleware: `wrapLanguageModel({ model, middleware: dedupeMiddleware(options) })`.
+ * Options are validated here, once; `onDedupe` receives each call's report.
+ *
+ * @throws TypeError / RangeError for a bad option (`options.minChars must be ...`).
+ */
+export function dedupeMiddleware(options?: DedupeMiddlewareOptions): LanguageModelMiddleware {
+  // A snapshot, validated now rather than at the first model call: every call uses the same options.
+  expectOptions(options);
+  const stageOptions: DedupeMiddlewareOptions | undefined = options === undefined ? undefined : { ...options };
+  runStage([], stageOptions);
+  const onDedupe = stageOptions?.onDedupe;
+  if (onDedupe !== undefined && typeof onDedupe !== 'function') typeError('options.onDedupe', `must be a function, got ${describe(onDedupe)}`);
+  const middleware = {
+    // The AI SDK does not check this field at run time; the prompt shape is the same in v3 and v4.
+    specificationVersion: 'v3',
+    transformParams: ({ params, type }: { params: { prompt: unknown }; type: 'generate' | 'stream' }) => {
+      const { prompt, decisions, report } = dedupePrompt(params.prompt, stageOptions);
+      onDedupe?.({ ...report, type, decisions });
+      return Promise.resolve({ ...params, prompt });
+    },
+  };
+  return middleware as unknown as LanguageModelMiddleware;
+}
