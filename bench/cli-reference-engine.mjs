@@ -30,7 +30,10 @@ export async function engine(messages, options) {
   const exact = ref.refAnalyzeDuplicates(messages, start, preserve);
   const fuzzy = options.fuzzy ? ref.refAnalyzeFuzzyDuplicates(messages, start, preserve, exact, options.threshold ?? 0.85) : new Map();
   const decisions = [];
-  for (const [kind, annotations] of [['exact', exact], ['fuzzy', fuzzy]]) {
+  for (const [kind, annotations] of [
+    ['exact', exact],
+    ['fuzzy', fuzzy],
+  ]) {
     for (const [index, a] of annotations) {
       const keepId = messages[a.duplicateOfIndex].id;
       const chars = a.contentLength;

@@ -559,11 +559,7 @@ function longEqual(rng: Rng, count: number, length: number): TranscriptMessage[]
 export function adversarialCorpus(name: AdversarialCase, seed = 7): TranscriptMessage[] {
   const rng = mulberry32(seed);
   const messages =
-    name === 'shared-prefix-20k'
-      ? sharedPrefix(rng, 20_000)
-      : name === 'near-identical-4k'
-        ? nearIdentical(rng, 4_000)
-        : longEqual(rng, 4_000, 20_000);
+    name === 'shared-prefix-20k' ? sharedPrefix(rng, 20_000) : name === 'near-identical-4k' ? nearIdentical(rng, 4_000) : longEqual(rng, 4_000, 20_000);
   for (const m of messages) m.content = freshCopy(m.content);
   return messages;
 }

@@ -60,9 +60,17 @@ async function measureCorpus(c: Corpus): Promise<BenchRow[]> {
     rows.push(opsRow(SUITE, name, get(results, `native ${engine}`), baseline, mc, `${formatNumber(mc)} M chars`));
   }
   if (c.coldRuns > 0) {
-    const baselineCold = coldMs(() => clone(c.items), (items) => deduplicateBaseline(items), c.coldRuns);
+    const baselineCold = coldMs(
+      () => clone(c.items),
+      (items) => deduplicateBaseline(items),
+      c.coldRuns,
+    );
     for (const engine of engines) {
-      const nativeCold = coldMs(() => clone(c.items), (items) => deduplicate(items, { engine }), c.coldRuns);
+      const nativeCold = coldMs(
+        () => clone(c.items),
+        (items) => deduplicate(items, { engine }),
+        c.coldRuns,
+      );
       const name = [c.name, label(engine), 'cold'].filter((x) => x !== '').join(', ');
       rows.push(msRow(SUITE, name, nativeCold, baselineCold, mc, `median of ${c.coldRuns} fresh inputs`));
     }

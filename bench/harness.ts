@@ -133,14 +133,7 @@ export function coldMs<T>(make: () => T, fn: (input: T) => unknown, runs: number
 }
 
 /** A row comparing two benny timings. */
-export function opsRow(
-  suite: string,
-  name: string,
-  native: Measured,
-  baseline: Measured | null,
-  megaChars: number,
-  note?: string,
-): BenchRow {
+export function opsRow(suite: string, name: string, native: Measured, baseline: Measured | null, megaChars: number, note?: string): BenchRow {
   const row: BenchRow = {
     suite,
     case: name,

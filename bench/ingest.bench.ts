@@ -328,9 +328,10 @@ async function openLoop(url: string, path: string, body: () => string, seconds: 
 function serverP99(before: string, after: string): number | undefined {
   const buckets = (metrics: string): Map<string, number> =>
     new Map(
-      [...metrics.matchAll(/^ctxdedup_http_request_duration_seconds_bucket\{route="\/v1\/namespaces\/:ns\/items",le="([^"]+)"\} (\d+)$/gm)].map(
-        (m) => [m[1]!, Number(m[2])],
-      ),
+      [...metrics.matchAll(/^ctxdedup_http_request_duration_seconds_bucket\{route="\/v1\/namespaces\/:ns\/items",le="([^"]+)"\} (\d+)$/gm)].map((m) => [
+        m[1]!,
+        Number(m[2]),
+      ]),
     );
   const start = buckets(before);
   const delta = [...buckets(after)].map(([le, count]) => [le, count - (start.get(le) ?? 0)] as const);
@@ -396,8 +397,24 @@ async function hashingRows(): Promise<BenchRow[]> {
   const nativeAsync = await itemsPerSec(batches, (batch) => hashBatch(batch, units, 'native', 0));
   const js = await itemsPerSec(batches, (batch) => hashBatchJs(batch));
   return [
-    { suite: 'ingest-hash', case: 'sha256 + in-batch grouping, 100 × 1 KB, sync', native: Math.round(nativeSync), baseline: Math.round(js), ratio: nativeSync / js, mbPerSec: (nativeSync * ITEM_BYTES) / 1e6, note: 'items/s' },
-    { suite: 'ingest-hash', case: 'sha256 + in-batch grouping, 100 × 1 KB, worker thread', native: Math.round(nativeAsync), baseline: Math.round(js), ratio: nativeAsync / js, mbPerSec: (nativeAsync * ITEM_BYTES) / 1e6, note: 'items/s (off the main thread)' },
+    {
+      suite: 'ingest-hash',
+      case: 'sha256 + in-batch grouping, 100 × 1 KB, sync',
+      native: Math.round(nativeSync),
+      baseline: Math.round(js),
+      ratio: nativeSync / js,
+      mbPerSec: (nativeSync * ITEM_BYTES) / 1e6,
+      note: 'items/s',
+    },
+    {
+      suite: 'ingest-hash',
+      case: 'sha256 + in-batch grouping, 100 × 1 KB, worker thread',
+      native: Math.round(nativeAsync),
+      baseline: Math.round(js),
+      ratio: nativeAsync / js,
+      mbPerSec: (nativeAsync * ITEM_BYTES) / 1e6,
+      note: 'items/s (off the main thread)',
+    },
   ];
 }
 
@@ -424,8 +441,24 @@ async function nearRows(): Promise<BenchRow[]> {
   const found = batches.flatMap((batch) => [...native.nearDuplicatesInWindow(window, batch, exclude, 0.85).target]).filter((t) => t >= 0).length;
   const note = `items/s; ${Math.round((100 * found) / (batches.length * BATCH))}% near duplicates found`;
   return [
-    { suite: 'ingest-near', case: `near check, 100 × 1 KB (16 lines) vs ${NEAR_WINDOW}-item window, sync`, native: Math.round(sync), baseline: Math.round(js), ratio: sync / js, mbPerSec: (sync * ITEM_BYTES) / 1e6, note },
-    { suite: 'ingest-near', case: `near check, 100 × 1 KB (16 lines) vs ${NEAR_WINDOW}-item window, worker thread`, native: Math.round(async), baseline: Math.round(js), ratio: async / js, mbPerSec: (async * ITEM_BYTES) / 1e6, note },
+    {
+      suite: 'ingest-near',
+      case: `near check, 100 × 1 KB (16 lines) vs ${NEAR_WINDOW}-item window, sync`,
+      native: Math.round(sync),
+      baseline: Math.round(js),
+      ratio: sync / js,
+      mbPerSec: (sync * ITEM_BYTES) / 1e6,
+      note,
+    },
+    {
+      suite: 'ingest-near',
+      case: `near check, 100 × 1 KB (16 lines) vs ${NEAR_WINDOW}-item window, worker thread`,
+      native: Math.round(async),
+      baseline: Math.round(js),
+      ratio: async / js,
+      mbPerSec: (async * ITEM_BYTES) / 1e6,
+      note,
+    },
   ];
 }
 

@@ -46,14 +46,14 @@ interface FileState {
 }
 
 function makeFile(rng: Rng, i: number): FileState {
-  const size = Math.round(2000 * Math.pow(20, rng.next())); // log-uniform 2 KB .. 40 KB
+  const size = Math.round(2000 * 20 ** rng.next()); // log-uniform 2 KB .. 40 KB
   if (i % 15 === 14) {
     const bytes = new Uint8Array(size);
     for (let k = 0; k < size; k++) bytes[k] = rng.int(256);
     return { uri: `file:///repo/assets/image${i}.png`, content: bytes };
   }
   if (i % 6 === 5) {
-    const text = prose(rng, size).replace(/e /g, 'é ').replace(/\. /g, '. — ') + '\n✓ done 🚀\n';
+    const text = `${prose(rng, size).replace(/e /g, 'é ').replace(/\. /g, '. — ')}\n✓ done 🚀\n`;
     return { uri: `file:///repo/docs/guide${i}.md`, content: text };
   }
   return { uri: `file:///repo/src/module${i}.ts`, content: codeBlock(rng, size, `m${i}`).slice(0, size) };
@@ -395,5 +395,7 @@ export async function run(): Promise<BenchRow[]> {
 
 if (process.argv[1] === SELF) {
   const rows = await run();
-  console.table(rows.map((r) => ({ ...r, native: r.native.toFixed(2), baseline: r.baseline?.toFixed(2), ratio: r.ratio?.toFixed(2), mbPerSec: r.mbPerSec?.toFixed(0) })));
+  console.table(
+    rows.map((r) => ({ ...r, native: r.native.toFixed(2), baseline: r.baseline?.toFixed(2), ratio: r.ratio?.toFixed(2), mbPerSec: r.mbPerSec?.toFixed(0) })),
+  );
 }

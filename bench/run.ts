@@ -77,9 +77,7 @@ function toMarkdown(rows: readonly BenchRow[]): string {
 /** Facts that decide whether two result files are comparable. */
 function environment(started: Date, loadStart: number[]): string {
   const addonDir = join(ROOT, 'npm');
-  const addons = existsSync(addonDir)
-    ? readdirSync(addonDir, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.node'))
-    : [];
+  const addons = existsSync(addonDir) ? readdirSync(addonDir, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.node')) : [];
   const addonInfo = addons
     .map((f) => {
       const s = statSync(join(addonDir, f));

@@ -39,13 +39,14 @@ function files(dir: string): string[] {
 
 /** Lines of the sample corpus, files interleaved, up to {@link CORPUS_CHARS} UTF-16 units. */
 function corpusLines(): string[] {
-  const perFile = [join(ROOT, 'examples/corpus'), join(ROOT, '../shared/corpus')]
-    .flatMap(files)
-    .map((file) => {
-      let data = readFileSync(file);
-      if (file.endsWith('.gz')) data = gunzipSync(data);
-      return data.toString('utf8').split('\n').filter((l) => l.length > 0);
-    });
+  const perFile = [join(ROOT, 'examples/corpus'), join(ROOT, '../shared/corpus')].flatMap(files).map((file) => {
+    let data = readFileSync(file);
+    if (file.endsWith('.gz')) data = gunzipSync(data);
+    return data
+      .toString('utf8')
+      .split('\n')
+      .filter((l) => l.length > 0);
+  });
   const lines: string[] = [];
   let total = 0;
   for (let i = 0; total < CORPUS_CHARS && perFile.some((f) => i < f.length); i++) {
@@ -75,27 +76,33 @@ export async function run(): Promise<BenchRow[]> {
     const batchTotal = countTokensBatch(lines, encoding).reduce((a, n) => a + n, 0);
     if (batchTotal !== gptTotal) throw new Error(`bench: ${encoding} batch count differs: ${batchTotal} vs ${gptTotal}`);
     const name = `tokens: ${encoding}, ${lines.length} corpus lines`;
-    const results = await measure(name, [
+    const results = await measure(
+      name,
       [
-        'native',
-        () => {
-          let n = 0;
-          for (const line of lines) n += countTokens(line, encoding);
-          return n;
-        },
+        [
+          'native',
+          () => {
+            let n = 0;
+            for (const line of lines) n += countTokens(line, encoding);
+            return n;
+          },
+        ],
+        ['native batch', () => countTokensBatch(lines, encoding)],
+        [
+          'gpt-tokenizer',
+          () => {
+            let n = 0;
+            for (const line of lines) n += gpt.countTokens(line, PLAIN_TEXT);
+            return n;
+          },
+        ],
       ],
-      ['native batch', () => countTokensBatch(lines, encoding)],
-      [
-        'gpt-tokenizer',
-        () => {
-          let n = 0;
-          for (const line of lines) n += gpt.countTokens(line, PLAIN_TEXT);
-          return n;
-        },
-      ],
-    ], { minSamples: 8, maxTime: 4 });
+      { minSamples: 8, maxTime: 4 },
+    );
     const note = `${gptTotal} tokens, counts equal; one call per line`;
-    rows.push(opsRow('tokens', `${encoding}: ${(mc).toFixed(2)} MB corpus, countTokens per line`, get(results, 'native'), get(results, 'gpt-tokenizer'), mc, note));
+    rows.push(
+      opsRow('tokens', `${encoding}: ${(mc).toFixed(2)} MB corpus, countTokens per line`, get(results, 'native'), get(results, 'gpt-tokenizer'), mc, note),
+    );
     rows.push(opsRow('tokens', `${encoding}: same, countTokensBatch (one call)`, get(results, 'native batch'), get(results, 'gpt-tokenizer'), mc, note));
   }
 
@@ -114,8 +121,14 @@ export async function run(): Promise<BenchRow[]> {
   const [, xMs] = time(() => countTokens('x'.repeat(5_000_000)));
   const [, spacesMs] = time(() => countTokens(' '.repeat(300_000)));
   rows.push(
-    msRow('tokens', "o200k_base: 20,000 × '-', one call", nativeMs, gptMs, run.length / 1e6,
-      `native only: 200,000 × '-' ${dashesMs.toFixed(0)} ms, 5,000,000 × 'x' ${xMs.toFixed(0)} ms, 300,000 spaces ${spacesMs.toFixed(1)} ms`),
+    msRow(
+      'tokens',
+      "o200k_base: 20,000 × '-', one call",
+      nativeMs,
+      gptMs,
+      run.length / 1e6,
+      `native only: 200,000 × '-' ${dashesMs.toFixed(0)} ms, 5,000,000 × 'x' ${xMs.toFixed(0)} ms, 300,000 spaces ${spacesMs.toFixed(1)} ms`,
+    ),
   );
   return rows;
 }

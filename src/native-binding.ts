@@ -10,6 +10,19 @@ export declare function analyzeMessages(contents: string[], lengths: Uint32Array
 /** Like [`analyze_messages`], but copies the contents and runs the analysis off the JS thread. */
 export declare function analyzeMessagesAsync(contents: string[], lengths: Uint32Array, blocked: Uint8Array, fuzzyExcluded: Uint8Array, options: NativeAnalyzeOptions): Promise<NativeAnalysis>
 
+/**
+ * [`analyze_messages`] with a call cost that suits a conversation of ten messages: the options
+ * come as one `Float64Array` and the annotations go back as one, so crossing the boundary costs
+ * a few Node-API calls, not one per option and per column.
+ *
+ * `flags[i]`: bit 0 = blocked (shape-excluded), bit 1 = kept out of the fuzzy pass.
+ * `params`: `[minChars, keepEarliest, recencyStart, exact, fuzzy, fuzzyThreshold,
+ * visibleTargets, prefixCount, (prefixLength, ...prefixUnits) * prefixCount]`.
+ * Result: `[exactCount, fuzzyCount, (index, duplicateOf, length) * exactCount,
+ * (index, duplicateOf, length, similarity) * fuzzyCount]`.
+ */
+export declare function analyzeMessagesPacked(contents: string[], lengths: Uint32Array, flags: Uint8Array, params: Float64Array): Float64Array
+
 /** Why `template` cannot be a reference template, or `null`. */
 export declare function blockTemplateError(template: Uint16Array, numbered: boolean): string | null
 

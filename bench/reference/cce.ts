@@ -2,13 +2,17 @@
  * A pure-JS reference of context-compression-engine's message dedup rules, written from
  * /work/shared/golden/cce/README.md only (no CCE code was read or copied).
  *
- * It is deliberately the straightforward implementation, i.e. the baseline ctxdedup has to beat:
- * - exact pass: a `Map` from content to member indices;
- * - fuzzy pass: normalized lines per message, messages bucketed by each distinct line of their
- *   fingerprint, and every pair met in a shared bucket checked in full (fingerprint overlap,
- *   length ratio, multiset Jaccard), union-find over the matches.
- * Pairs that already sit in one component are still compared: the rules do not need that
- * shortcut, and a plain implementation does not take it.
+ * It is what a careful JavaScript implementation of those rules looks like, so that ctxdedup's
+ * ratios against it are honest (a sloppy baseline would flatter them):
+ * - exact pass: messages bucketed by the 32-bit djb2 hash of `${length}:${content}`, as CCE
+ *   describes its own exact pass, hashed without building that string, then compared in full
+ *   inside a bucket ({@link refAnalyzeDuplicatesDjb2}); {@link refAnalyzeDuplicates} is the
+ *   faster plain `Map` from content to members (V8 hashes strings natively);
+ * - fuzzy pass: one walk over each message's lines builds its multiset of normalized lines and
+ *   its fingerprint counts (no intermediate arrays); messages are bucketed by each distinct
+ *   fingerprint line; a pair met in a bucket is skipped when union-find already joined it, else
+ *   checked with a `Map`-based fingerprint overlap, the raw length ratio, then the multiset
+ *   Jaccard (iterating the smaller bag); union-find over the matches.
  * @module
  */
 
@@ -54,11 +58,7 @@ function keepTarget(members: readonly number[], recencyStart: number): number {
 }
 
 /** README §3: exact duplicates among eligible messages. */
-export function refAnalyzeDuplicates(
-  messages: readonly RefMessage[],
-  recencyStart: number,
-  preserveRoles: ReadonlySet<unknown>,
-): Map<number, RefAnnotation> {
+export function refAnalyzeDuplicates(messages: readonly RefMessage[], recencyStart: number, preserveRoles: ReadonlySet<unknown>): Map<number, RefAnnotation> {
   const groups = new Map<string, number[]>();
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i] as RefMessage;
@@ -80,12 +80,14 @@ export function refAnalyzeDuplicates(
 
 /**
  * README §3/§6: 32-bit djb2 over the UTF-16 units of `${length}:${content}`, the bucket key CCE
- * uses internally (h = h * 33 + unit, mod 2^32, from 5381).
+ * uses internally (h = h * 33 + unit, mod 2^32, from 5381). The length prefix is hashed on its
+ * own, so the content is never copied into a new string.
  */
 function djb2(content: string): number {
-  const key = `${content.length}:${content}`;
+  const prefix = `${content.length}:`;
   let h = 5381;
-  for (let i = 0; i < key.length; i++) h = (Math.imul(h, 33) + key.charCodeAt(i)) >>> 0;
+  for (let i = 0; i < prefix.length; i++) h = (Math.imul(h, 33) + prefix.charCodeAt(i)) >>> 0;
+  for (let i = 0; i < content.length; i++) h = (Math.imul(h, 33) + content.charCodeAt(i)) >>> 0;
   return h;
 }
 
@@ -93,7 +95,7 @@ function djb2(content: string): number {
  * The exact pass bucketed the way the README says CCE does it: by djb2 hash, then by full string
  * comparison inside a bucket. Same annotations as {@link refAnalyzeDuplicates}, and also CCE's
  * Map insertion order (§6). Slower than a plain `Map`, because the hash is computed in JS on
- * every call, but closer to what CCE itself costs.
+ * every call, but what CCE itself does.
  */
 export function refAnalyzeDuplicatesDjb2(
   messages: readonly RefMessage[],
@@ -128,49 +130,54 @@ export function refAnalyzeDuplicatesDjb2(
   return out;
 }
 
-/** A fuzzy participant: its normalized lines as a multiset, and its fingerprint. */
+/** A fuzzy participant: its normalized lines as a multiset, and its fingerprint's. */
 interface Member {
   index: number;
   rawLength: number;
   lineCount: number;
+  /** Normalized line -> occurrences. */
   bag: Map<string, number>;
-  /** First five normalized lines, repeats kept. */
-  fingerprint: string[];
-  /** The distinct lines of the fingerprint (its bucket keys). */
-  fingerprintLines: string[];
-}
-
-/** README §4.2: split on \n only, trim() then toLowerCase(), drop empty lines. */
-function normalizedLines(content: string): string[] {
-  const out: string[] = [];
-  for (const piece of content.split('\n')) {
-    const line = piece.trim().toLowerCase();
-    if (line !== '') out.push(line);
-  }
-  return out;
-}
-
-function counts(lines: readonly string[]): Map<string, number> {
-  const map = new Map<string, number>();
-  for (const line of lines) map.set(line, (map.get(line) ?? 0) + 1);
-  return map;
+  /** The first five normalized lines as a multiset: line -> occurrences (keys: its bucket keys). */
+  fingerprint: Map<string, number>;
 }
 
 /**
- * README §4.4: sum over distinct lines L of countA(L) * countB(L) within the two fingerprints,
- * which is the number of equal (position in A, position in B) pairs: at most 5 x 5 compares.
+ * README §4.2-4.3 in one walk: split on \n only, trim() then toLowerCase(), empty lines dropped;
+ * `undefined` with fewer than 2 lines.
  */
+function member(index: number, content: string): Member | undefined {
+  const bag = new Map<string, number>();
+  const fingerprint = new Map<string, number>();
+  let lineCount = 0;
+  for (const piece of content.split('\n')) {
+    const line = piece.trim().toLowerCase();
+    if (line === '') continue;
+    bag.set(line, (bag.get(line) ?? 0) + 1);
+    if (lineCount < FINGERPRINT_LINES) fingerprint.set(line, (fingerprint.get(line) ?? 0) + 1);
+    lineCount++;
+  }
+  return lineCount < 2 ? undefined : { index, rawLength: content.length, lineCount, bag, fingerprint };
+}
+
+/** README §4.4: sum over distinct lines L of countA(L) * countB(L) within the two fingerprints. */
 function fingerprintOverlap(a: Member, b: Member): number {
   let total = 0;
-  for (const x of a.fingerprint) for (const y of b.fingerprint) if (x === y) total++;
+  for (const [line, count] of a.fingerprint) {
+    const other = b.fingerprint.get(line);
+    if (other !== undefined) total += count * other;
+  }
   return total;
 }
 
 /** README §4.6: multiset Jaccard, integer sums, one f64 division. */
 function jaccard(a: Member, b: Member): number {
-  const [small, large] = a.bag.size <= b.bag.size ? [a.bag, b.bag] : [b.bag, a.bag];
+  const small = a.bag.size <= b.bag.size ? a.bag : b.bag;
+  const large = small === a.bag ? b.bag : a.bag;
   let intersection = 0;
-  for (const [line, count] of small) intersection += Math.min(count, large.get(line) ?? 0);
+  for (const [line, count] of small) {
+    const other = large.get(line);
+    if (other !== undefined) intersection += Math.min(count, other);
+  }
   // sum(max) = |A| + |B| - sum(min), exactly, since all terms are integers.
   return intersection / (a.lineCount + b.lineCount - intersection);
 }
@@ -196,27 +203,19 @@ export function refAnalyzeFuzzyDuplicates(
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i] as RefMessage;
     if (exactAnnotations.has(i) || !isEligible(m, preserveRoles)) continue;
-    const content = m.content as string;
-    const lines = normalizedLines(content);
-    if (lines.length < 2) continue;
-    const fingerprint = lines.slice(0, FINGERPRINT_LINES);
-    members.push({
-      index: i,
-      rawLength: content.length,
-      lineCount: lines.length,
-      bag: counts(lines),
-      fingerprint,
-      fingerprintLines: [...new Set(fingerprint)],
-    });
+    const found = member(i, m.content as string);
+    if (found !== undefined) members.push(found);
   }
 
   // Bucket by each distinct fingerprint line; pairs meeting in a bucket are the candidates.
-  const parent = Int32Array.from(members, (_, k) => k);
+  // A pair already in one component cannot change the components: it is not compared.
+  const parent = new Int32Array(members.length);
+  for (let k = 0; k < members.length; k++) parent[k] = k;
   const buckets = new Map<string, number[]>();
   const lastSeenBy = new Int32Array(members.length).fill(-1);
   for (let k = 0; k < members.length; k++) {
     const a = members[k] as Member;
-    for (const line of a.fingerprintLines) {
+    for (const line of a.fingerprint.keys()) {
       const bucket = buckets.get(line);
       if (bucket === undefined) {
         buckets.set(line, [k]);
@@ -225,21 +224,21 @@ export function refAnalyzeFuzzyDuplicates(
       for (const j of bucket) {
         if (lastSeenBy[j] === k) continue; // already met through another shared line
         lastSeenBy[j] = k;
+        const ra = find(parent, k);
+        const rb = find(parent, j);
+        if (ra === rb) continue;
         const b = members[j] as Member;
         if (fingerprintOverlap(a, b) < MIN_OVERLAP) continue;
-        const ratio = Math.min(a.rawLength, b.rawLength) / Math.max(a.rawLength, b.rawLength);
+        const ratio = a.rawLength < b.rawLength ? a.rawLength / b.rawLength : b.rawLength / a.rawLength;
         if (ratio < MIN_LENGTH_RATIO) continue;
-        if (jaccard(a, b) >= threshold) {
-          const ra = find(parent, k);
-          const rb = find(parent, j);
-          if (ra !== rb) parent[Math.max(ra, rb)] = Math.min(ra, rb);
-        }
+        if (jaccard(a, b) >= threshold) parent[Math.max(ra, rb)] = Math.min(ra, rb);
       }
       bucket.push(k);
     }
   }
 
-  // Components of 2+, in order of their smallest member; members ascending (README §6).
+  // Components of 2+, in order of their smallest member; members ascending (README §6). Roots
+  // are always a component's smallest member, so walking k upwards meets components in order.
   const components = new Map<number, number[]>();
   for (let k = 0; k < members.length; k++) {
     const root = find(parent, k);
@@ -248,16 +247,25 @@ export function refAnalyzeFuzzyDuplicates(
     else list.push(k);
   }
   const out = new Map<number, RefAnnotation>();
-  const ordered = [...components.values()].filter((c) => c.length >= 2).sort((x, y) => (x[0] as number) - (y[0] as number));
-  for (const component of ordered) {
-    const indices = component.map((k) => (members[k] as Member).index);
-    const keep = keepTarget(indices, recencyStart);
-    const keepMember = members[component[indices.indexOf(keep)] as number] as Member;
+  for (const component of components.values()) {
+    if (component.length < 2) continue;
+    const keep = keepMember(component, members, recencyStart);
     for (const k of component) {
       const m = members[k] as Member;
-      if (m.index === keep) continue;
-      out.set(m.index, { duplicateOfIndex: keep, contentLength: m.rawLength, similarity: jaccard(m, keepMember) });
+      if (m === keep) continue;
+      out.set(m.index, { duplicateOfIndex: keep.index, contentLength: m.rawLength, similarity: jaccard(m, keep) });
     }
   }
   return out;
+}
+
+/** README §2 over a component's members (ascending positions in `members`). */
+function keepMember(component: readonly number[], members: readonly Member[], recencyStart: number): Member {
+  if (recencyStart > 0) {
+    for (const k of component) {
+      const m = members[k] as Member;
+      if (m.index >= recencyStart) return m;
+    }
+  }
+  return members[component[component.length - 1] as number] as Member;
 }

@@ -13,13 +13,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import {
-  refAnalyzeDuplicates,
-  refAnalyzeDuplicatesDjb2,
-  refAnalyzeFuzzyDuplicates,
-  type RefAnnotation,
-  type RefMessage,
-} from './cce.js';
+import { refAnalyzeDuplicates, refAnalyzeDuplicatesDjb2, refAnalyzeFuzzyDuplicates, type RefAnnotation, type RefMessage } from './cce.js';
 
 interface GoldenCase {
   name: string;
@@ -39,11 +33,7 @@ function sortedEntries(map: Map<number, RefAnnotation>): [number, RefAnnotation]
 }
 
 /** First difference between two sorted annotation lists, or undefined if they agree. */
-function difference(
-  got: [number, RefAnnotation][],
-  want: [number, RefAnnotation][],
-  withSimilarity: boolean,
-): string | undefined {
+function difference(got: [number, RefAnnotation][], want: [number, RefAnnotation][], withSimilarity: boolean): string | undefined {
   if (got.length !== want.length) return `${got.length} entries, expected ${want.length}`;
   for (let i = 0; i < want.length; i++) {
     const [gk, gv] = got[i] as [number, RefAnnotation];
@@ -72,13 +62,7 @@ export function checkReference(dir = DEFAULT_DIR): { passed: number; failures: s
     const before = JSON.stringify(c.messages);
     const preserve = new Set<unknown>(c.params.preserve);
     const exact = refAnalyzeDuplicates(c.messages, c.params.recencyStart, preserve);
-    const fuzzy = refAnalyzeFuzzyDuplicates(
-      c.messages,
-      c.params.recencyStart,
-      preserve,
-      new Map(c.expected.exact),
-      c.params.threshold,
-    );
+    const fuzzy = refAnalyzeFuzzyDuplicates(c.messages, c.params.recencyStart, preserve, new Map(c.expected.exact), c.params.threshold);
     const djb2 = refAnalyzeDuplicatesDjb2(c.messages, c.params.recencyStart, preserve);
     const sameOrder = (got: Map<number, unknown>, want: number[]): boolean => JSON.stringify([...got.keys()]) === JSON.stringify(want);
     const problem =

@@ -12,7 +12,13 @@ import type { CliIO } from './dedupe.js';
 import { EXIT, UsageError } from './errors.js';
 
 function list(value: string, previous: string[] | undefined): string[] {
-  return [...(previous ?? []), ...value.split(',').map((s) => s.trim()).filter((s) => s !== '')];
+  return [
+    ...(previous ?? []),
+    ...value
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== ''),
+  ];
 }
 
 function pad(text: string, width: number, right = false): string {
@@ -40,7 +46,7 @@ export function renderConformance(report: ConformanceReport, implName: string, v
   if (report.missing.length > 0) lines.push('', `not provided (vectors skipped): ${report.missing.join(', ')}`);
   const t = report.totals;
   lines.push('', `${t.passed} passed, ${t.failed} failed, ${t.skipped} skipped`);
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }
 
 async function loadImpl(path: string): Promise<ConformanceImpl> {
@@ -65,7 +71,7 @@ export function addConformanceCommand(program: Command, io: CliIO, setCode: (cod
     .command('conformance')
     .description('check an implementation (ctxdedup by default) against the shipped conformance vectors')
     .option('--suite <names>', 'suites to run, comma-separated or repeated (default: all)', list)
-    .option('--impl <module>', 'module exporting stage functions under ctxdedup\'s names (default: ctxdedup itself)')
+    .option('--impl <module>', "module exporting stage functions under ctxdedup's names (default: ctxdedup itself)")
     .option('--smoke', 'only the fast subset that `ctxdedup doctor` runs', false)
     .option('--json', 'print the full report as JSON on stdout', false)
     .option('-v, --verbose', 'list every vector, not only the failures', false)
@@ -85,7 +91,7 @@ export function addConformanceCommand(program: Command, io: CliIO, setCode: (cod
       if (report.totals.passed + report.totals.failed === 0) {
         throw new UsageError(`--impl ${implPath ?? ''} provides none of the functions the selected vectors call (${report.missing.join(', ')})`);
       }
-      if (opts['json']) io.stdout.write(JSON.stringify(report, null, 2) + '\n');
+      if (opts['json']) io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
       else io.stdout.write(renderConformance(report, implPath ?? 'ctxdedup', opts['verbose'] as boolean));
       setCode(report.ok ? EXIT.ok : EXIT.data);
     });

@@ -7,8 +7,26 @@
  * @module
  */
 import { native } from '../native.js';
-import { analysisInput, annotations, inRecencyWindow, recencyStartOf, SUMMARY_PREFIXES, utf16, type Annotation } from '../stages/message-analysis.js';
-import { ASYNC_MIN_UNITS, DEFAULT_TEMPLATES, dedupeMessages, dedupeMessagesAsync, type DedupeMessagesOptions, type Message, type ReferenceInfo } from '../stages/messages.js';
+import {
+  analysisInput,
+  analyzePacked,
+  annotations,
+  inRecencyWindow,
+  recencyStartOf,
+  SUMMARY_PREFIXES,
+  unpack,
+  utf16,
+  type Annotation,
+} from '../stages/message-analysis.js';
+import {
+  ASYNC_MIN_UNITS,
+  DEFAULT_TEMPLATES,
+  dedupeMessages,
+  dedupeMessagesAsync,
+  type DedupeMessagesOptions,
+  type Message,
+  type ReferenceInfo,
+} from '../stages/messages.js';
 import type { FormatName, PathStep } from './formats.js';
 import type { Handled, JobScope, Session, SessionHandler } from './jobs.js';
 import { describeReplacement, KeyCache, type Replaced } from './report.js';
@@ -135,7 +153,13 @@ function defaultTag(info: ReferenceInfo): string {
   for (let i = 1; i < parts.length; i += 2) {
     const key = parts[i];
     const value =
-      key === 'id' ? info.id : key === 'keepId' ? info.keepId : key === 'chars' ? String(info.chars) : String(info.similarity === undefined ? 100 : Math.round(info.similarity * 100));
+      key === 'id'
+        ? info.id
+        : key === 'keepId'
+          ? info.keepId
+          : key === 'chars'
+            ? String(info.chars)
+            : String(info.similarity === undefined ? 100 : Math.round(info.similarity * 100));
     tag += value + (parts[i + 1] as string);
   }
   return tag;
@@ -164,11 +188,10 @@ export function nativeEngine(settings: DedupeSettings): DedupeEngine {
       exact: true,
       fuzzyThreshold: settings.fuzzy ? settings.threshold : undefined,
     };
-    const analysis =
+    const { exact, fuzzy } =
       units <= ASYNC_MIN_UNITS
-        ? native.analyzeMessages(contents, lengths, blocked, new Uint8Array(0), options)
-        : await native.analyzeMessagesAsync(contents, lengths, blocked, new Uint8Array(0), options);
-    const { exact, fuzzy } = annotations(analysis);
+        ? unpack(analyzePacked(contents, lengths, blocked, options))
+        : annotations(await native.analyzeMessagesAsync(contents, lengths, blocked, new Uint8Array(0), options));
     const out: EngineResult = { decisions: [], exact: 0, near: 0, keptInWindow: 0, blocks: 0, blockCharsSaved: 0 };
     const decide = (a: Annotation, kind: 'exact' | 'fuzzy'): void => {
       if (inRecencyWindow(a.index, settings.recencyWindow, recencyStart)) {
@@ -216,7 +239,8 @@ export function dedupeHandler(settings: DedupeSettings, engine: DedupeEngine): S
     const content = m.content as string;
     // Blocks: a short message can still be the target of a reference.
     if (settings.blocks) return m;
-    if (content.length === 0 || (content.length >= settings.minChars && m.tool_calls === undefined && !(typeof m.role === 'string' && preserved.has(m.role)))) return m;
+    if (content.length === 0 || (content.length >= settings.minChars && m.tool_calls === undefined && !(typeof m.role === 'string' && preserved.has(m.role))))
+      return m;
     return { ...m, content: '' };
   };
 

@@ -13,7 +13,7 @@ import { UsageError, type DataError } from './errors.js';
 import type { FormatName } from './formats.js';
 import { discover, type InputFile } from './input.js';
 import type { SessionResult } from './jobs.js';
-import { Outputs, Sink, writeFileAtomic, type Target } from './output.js';
+import { type Outputs, Sink, writeFileAtomic, type Target } from './output.js';
 import { checkPaths, type PathUse } from './paths.js';
 import { runPipeline, type OutputPatch, type PipelineProgress } from './pipeline.js';
 import { defaultJobs, HybridExecutor, inProcess, WorkerPool, type Executor } from './pool.js';
@@ -255,7 +255,7 @@ export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise
   let executor: Executor<DedupeOutcome> | undefined;
   let outputs: Outputs | undefined;
   try {
-    if (verbatim !== undefined) await verbatim.write(JSON.stringify({ ctxdedup: 'verbatim', version: 1 }) + '\n');
+    if (verbatim !== undefined) await verbatim.write(`${JSON.stringify({ ctxdedup: 'verbatim', version: 1 })}\n`);
     executor = await executorFor(o, settings, files);
     outputs = await runPipeline(
       {

@@ -145,7 +145,9 @@ export function renderDoctor(r: DoctorReport): string {
   }
   if (r.versions !== undefined) {
     const v = r.versions;
-    lines.push(`  formats    findings normalization v${v.findingsNormalization}, resource ledger ${v.ledgerFormat} v${v.ledgerVersion}, vectors ${v.conformanceFormat} v${v.conformanceVersion}`);
+    lines.push(
+      `  formats    findings normalization v${v.findingsNormalization}, resource ledger ${v.ledgerFormat} v${v.ledgerVersion}, vectors ${v.conformanceFormat} v${v.conformanceVersion}`,
+    );
   }
   if (r.tokenizer !== undefined) {
     const t = r.tokenizer;
@@ -157,7 +159,7 @@ export function renderDoctor(r: DoctorReport): string {
     for (const f of s.failures) lines.push(`             FAIL ${f}`);
   }
   lines.push(r.ok ? 'ok: this install works as specified' : `problem: ${r.problems.join('; ')}`);
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }
 
 /** One-line description of the command (also its help). */
@@ -177,6 +179,6 @@ export async function doctor(args: readonly string[], io: Pick<CliIO, 'stdout' |
     return EXIT.usage;
   }
   const report = await diagnose();
-  io.stdout.write(json ? JSON.stringify(report, null, 2) + '\n' : renderDoctor(report));
+  io.stdout.write(json ? `${JSON.stringify(report, null, 2)}\n` : renderDoctor(report));
   return report.ok ? EXIT.ok : EXIT.data;
 }

@@ -131,7 +131,11 @@ export function openInput(file: InputFile, stdin: Readable = process.stdin): Ope
     const gunzip = createGunzip({ chunkSize: 1 << 20 });
     raw.on('error', (e) => gunzip.destroy(e));
     raw.pipe(gunzip);
-    return { stream: gunzip, bytesRead, close: () => (close(), gunzip.on('error', () => undefined).destroy()) };
+    const closeBoth = (): void => {
+      close();
+      gunzip.on('error', () => undefined).destroy();
+    };
+    return { stream: gunzip, bytesRead, close: closeBoth };
   }
   return { stream: sniffGzip(raw), bytesRead, close };
 }

@@ -133,7 +133,13 @@ class Run<O> {
     readonly handler: SessionHandler<O>,
   ) {
     this.b = Buffer.from(job.data.buffer, job.data.byteOffset, job.data.byteLength);
-    this.result = { data: job.data, patches: { ranges: new Float64Array(0), bytes: new Uint8Array(0), lengths: new Uint32Array(0) }, bytes: job.data.byteLength, sessions: [], errors: [] };
+    this.result = {
+      data: job.data,
+      patches: { ranges: new Float64Array(0), bytes: new Uint8Array(0), lengths: new Uint32Array(0) },
+      bytes: job.data.byteLength,
+      sessions: [],
+      errors: [],
+    };
   }
 
   error(line: number | undefined, reason: string): void {

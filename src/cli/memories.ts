@@ -62,7 +62,7 @@ export function renderMemoryReport(report: BatchReport): string {
   });
   const verb = report.dryRun ? 'would remove' : 'removed';
   lines.push(`  ${report.memories} memories, ${report.clusters.length} clusters, ${verb} ${report.removed}, ${report.remaining} remain`);
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }
 
 interface MemoriesDedupeOptions {
@@ -125,7 +125,7 @@ async function memoriesDedupe(opts: MemoriesDedupeOptions, io: CliIO): Promise<v
       throw new UsageError((error as Error).message);
     }
     const report = await dedup.deduplicateAll({ dryRun: opts.dryRun, linkage: opts.linkage ?? config.linkage ?? 'single' });
-    await print(io.stdout, opts.json ? JSON.stringify(report, null, 2) + '\n' : renderMemoryReport(report));
+    await print(io.stdout, opts.json ? `${JSON.stringify(report, null, 2)}\n` : renderMemoryReport(report));
   } catch (error) {
     if (error instanceof RangeError) throw new DataError(spec, undefined, error.message);
     throw error;
@@ -140,7 +140,7 @@ export function addMemoriesCommand(program: Command, io: CliIO): void {
   memories
     .command('dedupe')
     .description('cluster similar memories and keep the newest or merge each cluster')
-    .option('--store <spec>', "memory store: sqlite:<path>, chroma:<url> or memory")
+    .option('--store <spec>', 'memory store: sqlite:<path>, chroma:<url> or memory')
     .option('--config <file>', 'TOML file with a [memory] table (flags override it)')
     .option('--collection <name>', 'ChromaDB collection (with a chroma: store)')
     .option('--dry-run', 'report what would happen, change nothing', false)

@@ -134,7 +134,11 @@ export async function checkPaths(inputs: readonly PathUse[], outputs: readonly P
     }
     const other = written.get(r.id);
     if (other !== undefined) {
-      throw new UsageError(other.role === 'stdout' ? `stdout is redirected to ${r.role} ${r.path}: one file cannot take both` : `${other.role} ${other.path} and ${r.role} ${r.path} are the same file`);
+      throw new UsageError(
+        other.role === 'stdout'
+          ? `stdout is redirected to ${r.role} ${r.path}: one file cannot take both`
+          : `${other.role} ${other.path} and ${r.role} ${r.path} are the same file`,
+      );
     }
     written.set(r.id, r);
     paths.push(r.real);

@@ -269,8 +269,7 @@ export async function runPipeline<O>(options: PipelineOptions<O>, progress: Pipe
   };
 
   const readJsonl = async (file: InputFile, ref: FileRef, reader: Reader): Promise<void> => {
-    let mode: 'sessions' | 'agent' | undefined =
-      options.format === 'sessions-jsonl' ? 'sessions' : options.format === 'agent-jsonl' ? 'agent' : undefined;
+    let mode: 'sessions' | 'agent' | undefined = options.format === 'sessions-jsonl' ? 'sessions' : options.format === 'agent-jsonl' ? 'agent' : undefined;
     let announced = false;
     let line = 1;
     // Offset up to which lines were tried for mode detection.
@@ -321,7 +320,8 @@ export async function runPipeline<O>(options: PipelineOptions<O>, progress: Pipe
       let container = options.format !== undefined ? containerOf(options.format) : file.container;
       if (container === undefined) {
         // Read until the first newline (or the sniffing limit, or the end) is in the buffer.
-        for (await reader.fill(); !reader.eof && reader.len < SNIFF_BYTES && reader.buf.subarray(0, reader.len).indexOf(10) === -1; await reader.fill()) reader.grow();
+        for (await reader.fill(); !reader.eof && reader.len < SNIFF_BYTES && reader.buf.subarray(0, reader.len).indexOf(10) === -1; await reader.fill())
+          reader.grow();
         container = sniff(reader);
       }
       await push({ kind: 'open', file, target });

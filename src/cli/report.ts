@@ -336,7 +336,18 @@ export class ReportBuilder {
   }
 
   /** Adds one finished session. */
-  session(s: SessionSaving & { contents: number; charsBefore: number; exact: number; near: number; cross: number; keptInWindow: number; blocks?: number; blockCharsSaved?: number }): void {
+  session(
+    s: SessionSaving & {
+      contents: number;
+      charsBefore: number;
+      exact: number;
+      near: number;
+      cross: number;
+      keptInWindow: number;
+      blocks?: number;
+      blockCharsSaved?: number;
+    },
+  ): void {
     const r = this.report;
     r.sessions++;
     r.messages += s.messages;
@@ -354,7 +365,14 @@ export class ReportBuilder {
     f.sessions++;
     f.messages += s.messages;
     if (s.tokensSaved > 0 || s.charsSaved > 0) {
-      r.topSessions.push({ session: s.session, format: s.format, messages: s.messages, replaced: s.replaced, charsSaved: s.charsSaved, tokensSaved: s.tokensSaved });
+      r.topSessions.push({
+        session: s.session,
+        format: s.format,
+        messages: s.messages,
+        replaced: s.replaced,
+        charsSaved: s.charsSaved,
+        tokensSaved: s.tokensSaved,
+      });
       if (r.topSessions.length > SESSION_CAP * 4) this.pruneSessions();
     }
   }
@@ -430,7 +448,9 @@ export function renderText(r: DedupeReport): string {
   out.push(`  tokens saved ${int(r.tokensSaved)} (${r.tokenizer})`);
   const formats = Object.entries(r.formats).map(([name, f]) => `${name} ${int(f.files)} files / ${int(f.sessions)} sessions`);
   if (formats.length > 0) out.push(`  formats      ${formats.join(', ')}`);
-  out.push(`  throughput   ${formatBytes(t.bytesParsed)} in ${t.seconds.toFixed(2)} s: ${t.mbPerSec} MB/s, ${t.sessionsPerSec} sessions/s, peak RSS ${t.peakRssMb} MB`);
+  out.push(
+    `  throughput   ${formatBytes(t.bytesParsed)} in ${t.seconds.toFixed(2)} s: ${t.mbPerSec} MB/s, ${t.sessionsPerSec} sessions/s, peak RSS ${t.peakRssMb} MB`,
+  );
   if (r.topRepeated.length > 0) {
     out.push('', '  top repeated contents (tokens wasted, copies replaced):');
     for (const o of r.topRepeated.slice(0, 10)) {
@@ -441,7 +461,7 @@ export function renderText(r: DedupeReport): string {
     out.push('', `  ${int(r.errorCount)} input error(s) skipped:`);
     for (const e of r.errors.slice(0, 10)) out.push(`    ${e.file}${e.line === undefined ? '' : `:${e.line}`}: ${e.message}`);
   }
-  return out.join('\n') + '\n';
+  return `${out.join('\n')}\n`;
 }
 
 function esc(s: string): string {
@@ -489,10 +509,16 @@ export function renderHtml(r: DedupeReport): string {
     .map(([k, v]) => `<div class="card"><div class="v">${esc(v as string)}</div><div class="k">${esc(k as string)}</div></div>`)
     .join('');
   const top = r.topRepeated
-    .map((o) => `<tr><td class="n">${int(o.tokensWasted)}</td><td class="n">${int(o.copies)}</td><td class="n">${int(o.tokens)}</td><td><code>${esc(o.preview)}</code></td></tr>`)
+    .map(
+      (o) =>
+        `<tr><td class="n">${int(o.tokensWasted)}</td><td class="n">${int(o.copies)}</td><td class="n">${int(o.tokens)}</td><td><code>${esc(o.preview)}</code></td></tr>`,
+    )
     .join('');
   const formats = Object.entries(r.formats)
-    .map(([name, f]) => `<tr><td>${esc(name)}</td><td class="n">${int(f.files)}</td><td class="n">${int(f.sessions)}</td><td class="n">${int(f.messages)}</td></tr>`)
+    .map(
+      ([name, f]) =>
+        `<tr><td>${esc(name)}</td><td class="n">${int(f.files)}</td><td class="n">${int(f.sessions)}</td><td class="n">${int(f.messages)}</td></tr>`,
+    )
     .join('');
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>ctxdedup report</title>

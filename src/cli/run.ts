@@ -29,7 +29,8 @@ export const MAX_JOBS = 256;
 function bounded(name: string, min: number, max: number) {
   return (value: string): number => {
     const n = Number(value);
-    if (!/^\s*\d+\s*$/.test(value) || !Number.isSafeInteger(n) || n < min || n > max) throw new InvalidArgumentError(`${name} must be an integer from ${min} to ${max}`);
+    if (!/^\s*\d+\s*$/.test(value) || !Number.isSafeInteger(n) || n < min || n > max)
+      throw new InvalidArgumentError(`${name} must be an integer from ${min} to ${max}`);
     return n;
   };
 }
@@ -41,7 +42,13 @@ function fraction(value: string): number {
 }
 
 function list(value: string, previous: string[] | undefined): string[] {
-  return [...(previous ?? []), ...value.split(',').map((s) => s.trim()).filter((s) => s !== '')];
+  return [
+    ...(previous ?? []),
+    ...value
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== ''),
+  ];
 }
 
 /** Extra knobs for tests and benchmarks. */
@@ -89,7 +96,11 @@ export async function run(argv: readonly string[], io: CliIO, hooks: RunHooks = 
     .option('--cross-session', 'also replace tool outputs identical to one in an earlier session (exact)', false)
     .addOption(new Option('--on-error <mode>', 'on malformed input: abort (exit 1) or skip it and go on').choices(['abort', 'skip']).default('abort'))
     .addOption(new Option('--tokenizer <encoding>', 'BPE encoding for token counts').choices(['o200k_base', 'cl100k_base']).default('o200k_base'))
-    .option('--jobs <n>', `worker threads that parse and deduplicate, 1 to ${MAX_JOBS} (default: one per CPU for inputs of 16 MB or more; 1: all on the main thread)`, bounded('--jobs', 1, MAX_JOBS))
+    .option(
+      '--jobs <n>',
+      `worker threads that parse and deduplicate, 1 to ${MAX_JOBS} (default: one per CPU for inputs of 16 MB or more; 1: all on the main thread)`,
+      bounded('--jobs', 1, MAX_JOBS),
+    )
     .option('-j, --concurrency <n>', `batches of sessions in flight, 1 to ${MAX_JOBS} (at least 2 per worker)`, bounded('--concurrency', 1, MAX_JOBS), 4)
     .option('--json', 'print the report as JSON on stdout', false)
     .option('--report <file>', 'write a self-contained HTML report')
@@ -125,7 +136,7 @@ export async function run(argv: readonly string[], io: CliIO, hooks: RunHooks = 
         },
         io,
       );
-      if (opts['json']) await print(io.stdout, JSON.stringify(report, null, 2) + '\n');
+      if (opts['json']) await print(io.stdout, `${JSON.stringify(report, null, 2)}\n`);
       else if (opts['quiet']) return;
       else if (opts['out'] === undefined && !opts['dryRun']) io.stderr.write(renderText(report));
       else await print(io.stdout, renderText(report));

@@ -7,11 +7,12 @@
  * @module
  */
 import { rangeError, setOwn, typeError } from '../errors.js';
-import { native } from '../native.js';
 import {
   analysisInput,
-  annotations,
+  analyzePacked,
+  FUZZY_EXCLUDED,
   inRecencyWindow,
+  unpack,
   utf16,
   recencyStartOf,
   SUMMARY_PREFIXES,
@@ -87,6 +88,8 @@ export interface CceDedupeResult<M extends CceMessage = CceMessage> {
 }
 
 const CCE_MIN_CHARS = 200;
+/** CCE's skipped prefixes as UTF-16 units, converted once. */
+const CCE_SKIP_PREFIXES = utf16(SUMMARY_PREFIXES);
 
 function toRoleSet(preserveRoles: unknown): ReadonlySet<unknown> {
   if (preserveRoles instanceof Set) return preserveRoles;
@@ -126,14 +129,35 @@ function asList<M>(messages: unknown): readonly M[] {
   return Array.from({ length: Math.ceil(length) }, (_, i) => (messages as Record<number, M>)[i] as M);
 }
 
-function toMap(list: readonly Annotation[]): Map<number, DedupAnnotation> {
-  const map = new Map<number, DedupAnnotation>();
-  for (const a of list) {
-    const value: DedupAnnotation = { duplicateOfIndex: a.duplicateOfIndex, contentLength: a.contentLength };
-    if (a.similarity !== undefined) value.similarity = a.similarity;
-    map.set(a.index, value);
+/**
+ * One native analysis of a CCE call, packed (see `unpack`): exact annotations first (3 numbers
+ * each), then fuzzy ones (4 each).
+ */
+function runPacked(
+  given: readonly CceMessage[],
+  recencyStart: unknown,
+  preserveRoles: unknown,
+  passes: { exact: boolean; fuzzyThreshold?: number; excluded?: ReadonlyMap<number, unknown> },
+): Float64Array {
+  const messages = asList<CceMessage>(given);
+  const input = analysisInput(messages, toRoleSet(preserveRoles), CCE_MIN_CHARS);
+  // `blocked` is this call's own array: the fuzzy exclusions go into its second bit.
+  const flags = input.blocked;
+  if (passes.excluded !== undefined) {
+    for (const key of passes.excluded.keys()) {
+      if (Number.isInteger(key) && key >= 0 && key < messages.length) flags[key] = (flags[key] as number) | FUZZY_EXCLUDED;
+    }
   }
-  return map;
+  return analyzePacked(input.contents, input.lengths, flags, {
+    minChars: CCE_MIN_CHARS,
+    skipPrefixes: CCE_SKIP_PREFIXES,
+    keepEarliest: false,
+    recencyStart: clampRecencyStart(recencyStart, messages.length),
+    exact: passes.exact,
+    fuzzyThreshold: passes.fuzzyThreshold,
+    // Bug-compatible by contract: CCE's `a -dup-> c -near-dup-> d` chains stay.
+    visibleTargets: false,
+  });
 }
 
 function run(
@@ -142,36 +166,21 @@ function run(
   preserveRoles: unknown,
   passes: { exact: boolean; fuzzyThreshold?: number; excluded?: ReadonlyMap<number, unknown> },
 ): { exact: Annotation[]; fuzzy: Annotation[] } {
-  const messages = asList<CceMessage>(given);
-  const input = analysisInput(messages, toRoleSet(preserveRoles), CCE_MIN_CHARS);
-  const excluded = new Uint8Array(messages.length);
-  for (const key of passes.excluded?.keys() ?? []) {
-    if (Number.isInteger(key) && key >= 0 && key < messages.length) excluded[key] = 1;
-  }
-  return annotations(
-    native.analyzeMessages(input.contents, input.lengths, input.blocked, excluded, {
-      minChars: CCE_MIN_CHARS,
-      skipPrefixes: utf16(SUMMARY_PREFIXES),
-      keepEarliest: false,
-      recencyStart: clampRecencyStart(recencyStart, messages.length),
-      exact: passes.exact,
-      fuzzyThreshold: passes.fuzzyThreshold,
-      // Bug-compatible by contract: CCE's `a -dup-> c -near-dup-> d` chains stay.
-      visibleTargets: false,
-    }),
-  );
+  return unpack(runPacked(given, recencyStart, preserveRoles, passes));
 }
 
 /**
  * CCE's exact pass: eligible messages with identical content; every member but the keep target
  * is annotated with `{ duplicateOfIndex, contentLength }`.
  */
-export function analyzeDuplicates(
-  messages: readonly CceMessage[],
-  recencyStart: number,
-  preserveRoles: ReadonlySet<string>,
-): Map<number, DedupAnnotation> {
-  return toMap(run(messages, recencyStart, preserveRoles, { exact: true }).exact);
+export function analyzeDuplicates(messages: readonly CceMessage[], recencyStart: number, preserveRoles: ReadonlySet<string>): Map<number, DedupAnnotation> {
+  const packed = runPacked(messages, recencyStart, preserveRoles, { exact: true });
+  const map = new Map<number, DedupAnnotation>();
+  const end = 2 + 3 * (packed[0] as number);
+  for (let at = 2; at < end; at += 3) {
+    map.set(packed[at] as number, { duplicateOfIndex: packed[at + 1] as number, contentLength: packed[at + 2] as number });
+  }
+  return map;
 }
 
 /**
@@ -185,8 +194,23 @@ export function analyzeFuzzyDuplicates(
   exactAnnotations: ReadonlyMap<number, DedupAnnotation>,
   threshold = 0.85,
 ): Map<number, DedupAnnotation> {
-  const excluded = exactAnnotations instanceof Map ? exactAnnotations : new Map<number, unknown>();
-  return toMap(run(messages, recencyStart, preserveRoles, { exact: false, fuzzyThreshold: toThreshold(threshold, 'threshold'), excluded }).fuzzy);
+  const excluded = exactAnnotations instanceof Map ? exactAnnotations : undefined;
+  const packed = runPacked(messages, recencyStart, preserveRoles, {
+    exact: false,
+    fuzzyThreshold: toThreshold(threshold, 'threshold'),
+    ...(excluded ? { excluded } : {}),
+  });
+  const map = new Map<number, DedupAnnotation>();
+  const start = 2 + 3 * (packed[0] as number);
+  const end = start + 4 * (packed[1] as number);
+  for (let at = start; at < end; at += 4) {
+    map.set(packed[at] as number, {
+      duplicateOfIndex: packed[at + 1] as number,
+      contentLength: packed[at + 2] as number,
+      similarity: packed[at + 3] as number,
+    });
+  }
+  return map;
 }
 
 /** CCE's summary id: djb2 over the id's UTF-16 units, base 36 (non-string ids hash nothing). */
@@ -217,15 +241,7 @@ function provenance(original: CceMessage, version: number): CceOriginal {
  */
 export function dedupe<M extends CceMessage>(given: readonly M[], options: CceDedupeOptions = {}): CceDedupeResult<M> {
   const messages = asList<M>(given);
-  const {
-    dedup = true,
-    fuzzyDedup = false,
-    fuzzyThreshold = 0.85,
-    recencyWindow = 4,
-    preserve = ['system'],
-    sourceVersion = 0,
-    trace = false,
-  } = options;
+  const { dedup = true, fuzzyDedup = false, fuzzyThreshold = 0.85, recencyWindow = 4, preserve = ['system'], sourceVersion = 0, trace = false } = options;
   const n = messages.length;
   const recencyStart = recencyStartOf(n, recencyWindow);
   // CCE reads the switches for their truthiness and the threshold in a comparison: coerce the

@@ -13,23 +13,14 @@
  * keeps context-compression-engine's chains instead.
  * @module
  */
-import {
-  describe,
-  expectArray,
-  expectObject,
-  expectOptions,
-  optionalBoolean,
-  optionalNumber,
-  optionalStrings,
-  setOwn,
-  show,
-  typeError,
-} from '../errors.js';
-import { native, type NativeAnalysis, type NativeBlockOptions, type NativeBlocks } from '../native.js';
+import { describe, expectArray, expectObject, expectOptions, optionalBoolean, optionalNumber, optionalStrings, setOwn, show, typeError } from '../errors.js';
+import { native, type NativeBlockOptions, type NativeBlocks } from '../native.js';
 import { applyBlocks, type BlockDecision, type BlockOptions, type BlocksMarker, type ResolvedBlockOptions, resolveBlockOptions } from './blocks.js';
 import {
   analysisInput,
+  analyzePacked,
   annotations,
+  unpack,
   utf16,
   inRecencyWindow,
   recencyStartOf,
@@ -255,8 +246,7 @@ function plan(messages: unknown, options: DedupeMessagesOptions | undefined): Pl
   };
 }
 
-function apply<M extends Message>(p: Plan, result: NativeAnalysis): DedupeMessagesResult<M> {
-  const { exact, fuzzy } = annotations(result);
+function apply<M extends Message>(p: Plan, { exact, fuzzy }: { exact: Annotation[]; fuzzy: Annotation[] }): DedupeMessagesResult<M> {
   const out = p.messages.slice() as M[];
   const verbatim: Record<string, M> = {};
   const decisions: MessageDecision[] = [];
@@ -290,8 +280,8 @@ function apply<M extends Message>(p: Plan, result: NativeAnalysis): DedupeMessag
     if (a.similarity !== undefined) decision.similarity = a.similarity;
     decisions.push(decision);
   };
-  exact.forEach((a) => replace(a, 'exact'));
-  fuzzy.forEach((a) => replace(a, 'fuzzy'));
+  for (const a of exact) replace(a, 'exact');
+  for (const a of fuzzy) replace(a, 'fuzzy');
   decisions.sort((a, b) => a.index - b.index);
 
   const charsBefore = p.input.contents.reduce((sum, c) => sum + c.length, 0);
@@ -362,7 +352,8 @@ function withBlocks<M extends Message>(p: Plan, result: DedupeMessagesResult<M>,
 export function dedupeMessages<M extends Message>(messages: readonly M[], options?: DedupeMessagesOptions): DedupeMessagesResult<M> {
   const p = plan(messages, options);
   const { contents, lengths, blocked } = p.input;
-  const result = apply<M>(p, native.analyzeMessages(contents, lengths, blocked, new Uint8Array(0), p.native));
+  // `blocked` holds 0 or 1 only: as packed flags it blocks, and excludes nothing else.
+  const result = apply<M>(p, unpack(analyzePacked(contents, lengths, blocked, p.native)));
   if (p.blocks === undefined) return result;
   const ids = p.messages.map((m) => m.id);
   return withBlocks(p, result, native.dedupeBlocksSync(contents, ids, ...blockInput(p, result.decisions)));
@@ -380,16 +371,13 @@ export const ASYNC_MIN_UNITS = 1 << 18;
  * Contents are copied before the promise is returned; later changes to the input do not matter.
  * Small batches (up to {@link ASYNC_MIN_UNITS} code units) are analysed inline.
  */
-export async function dedupeMessagesAsync<M extends Message>(
-  messages: readonly M[],
-  options?: DedupeMessagesOptions,
-): Promise<DedupeMessagesResult<M>> {
+export async function dedupeMessagesAsync<M extends Message>(messages: readonly M[], options?: DedupeMessagesOptions): Promise<DedupeMessagesResult<M>> {
   const p = plan(messages, options);
   const { contents, lengths, units, blocked } = p.input;
   const result =
     units <= ASYNC_MIN_UNITS
-      ? native.analyzeMessages(contents, lengths, blocked, new Uint8Array(0), p.native)
-      : await native.analyzeMessagesAsync(contents, lengths, blocked, new Uint8Array(0), p.native);
+      ? unpack(analyzePacked(contents, lengths, blocked, p.native))
+      : annotations(await native.analyzeMessagesAsync(contents, lengths, blocked, new Uint8Array(0), p.native));
   const whole = apply<M>(p, result);
   if (p.blocks === undefined) return whole;
   const ids = p.messages.map((m) => m.id);

@@ -112,6 +112,14 @@ struct LineInterner {
 
 const EMPTY: u32 = 0;
 
+/// Largest tables [`LineInterner::give_back`] keeps (slots, and line units: 1 MiB each).
+const SPARE_MAX_SLOTS: usize = 1 << 16;
+const SPARE_MAX_UNITS: usize = 1 << 19;
+
+thread_local! {
+    static SPARE: std::cell::RefCell<Option<LineInterner>> = const { std::cell::RefCell::new(None) };
+}
+
 impl LineInterner {
     fn with_capacity(lines: usize, units: usize) -> Self {
         Self {
@@ -119,6 +127,31 @@ impl LineInterner {
             slots: vec![(0, EMPTY); (2 * lines).next_power_of_two().max(64)],
             ends: Vec::with_capacity(lines),
             units: Vec::with_capacity(units),
+        }
+    }
+
+    /// An empty interner for about `lines` lines, reusing the tables of an earlier call on
+    /// this thread when they are small: a call on a short conversation otherwise spends much of
+    /// its time allocating and zeroing them.
+    fn take(lines: usize, units: usize) -> Self {
+        let slots = (2 * lines).next_power_of_two().max(64);
+        if slots <= SPARE_MAX_SLOTS {
+            if let Some(mut spare) = SPARE.with(|spare| spare.borrow_mut().take()) {
+                spare.slots.clear();
+                spare.slots.resize(slots, (0, EMPTY));
+                spare.ends.clear();
+                spare.units.clear();
+                spare.units.reserve(units);
+                return spare;
+            }
+        }
+        Self::with_capacity(lines, units)
+    }
+
+    /// Keeps this interner's tables for the next small call on this thread.
+    fn give_back(self) {
+        if self.slots.len() <= SPARE_MAX_SLOTS && self.units.capacity() <= SPARE_MAX_UNITS {
+            SPARE.with(|spare| *spare.borrow_mut() = Some(self));
         }
     }
 
@@ -185,64 +218,140 @@ impl LineInterner {
 /// Lines of one message ahead of the one being interned, whose slots are being loaded.
 const PREFETCH_LINES: usize = 8;
 
+/// Reusable buffers of [`line_ids`].
+#[derive(Default)]
+struct LineScratch {
+    /// The normalized lines of the current message, one after another.
+    units: Vec<u16>,
+    /// End in `units` and hash of each line.
+    lines: Vec<(usize, u64)>,
+}
+
+/// Appends the interned ids of the normalized lines of `units` (at most `max_lines` of them,
+/// counting only lines that end with `\n` unless `whole`, i.e. `units` is the entire content)
+/// to `ids`.
+fn line_ids(
+    units: &[u16],
+    whole: bool,
+    max_lines: usize,
+    interner: &mut LineInterner,
+    scratch: &mut LineScratch,
+    ids: &mut Vec<u32>,
+) {
+    scratch.units.clear();
+    scratch.lines.clear();
+    let last_complete = if whole {
+        units.len()
+    } else {
+        units.iter().rposition(|&u| u == 0x0A).unwrap_or(0)
+    };
+    let units = &units[..last_complete];
+    if units.is_empty() && !whole {
+        return;
+    }
+    for_each_line(units, |line| {
+        if scratch.lines.len() == max_lines {
+            return;
+        }
+        let start = scratch.units.len();
+        normalize_line_into(line, &mut scratch.units);
+        if scratch.units.len() > start {
+            let hash = interner.hash(&scratch.units[start..]);
+            scratch.lines.push((scratch.units.len(), hash));
+        }
+    });
+    for &(_, hash) in scratch.lines.iter().take(PREFETCH_LINES) {
+        interner.prefetch(hash);
+    }
+    let mut start = 0;
+    for (k, &(end, hash)) in scratch.lines.iter().enumerate() {
+        if let Some(&(_, ahead)) = scratch.lines.get(k + PREFETCH_LINES) {
+            interner.prefetch(ahead);
+        }
+        ids.push(interner.intern(&scratch.units[start..end], hash));
+        start = end;
+    }
+}
+
+/// Fills a member's bag and line count from the ids of all its normalized lines.
+fn set_bag(member: &mut FuzzyMember, ids: &mut [u32]) {
+    member.lines = ids.len();
+    ids.sort_unstable();
+    let mut bag: Vec<(u32, u32)> = Vec::with_capacity(ids.len());
+    for &id in ids.iter() {
+        match bag.last_mut() {
+            Some((last, count)) if *last == id => *count += 1,
+            _ => bag.push((id, 1)),
+        }
+    }
+    member.bag = bag;
+}
+
 /// Normalizes the participants into bags of interned line ids; drops those with < 2 lines.
 pub(crate) fn build_members<S: Utf16Source>(src: &S, participants: &[usize]) -> Vec<FuzzyMember> {
     // Sized up front (about one distinct line per 64 units): growing a table of millions of
     // lines moves every entry again, several times.
     let units: usize = participants.iter().map(|&i| src.len_of(i)).sum();
-    let mut interner = LineInterner::with_capacity((units / 64).min(1 << 24), units.min(1 << 27));
-    // The normalized lines of the current message, with their ends and hashes.
-    let mut scratch: Vec<u16> = Vec::new();
-    let mut lines: Vec<(usize, u64)> = Vec::new();
+    let mut interner = LineInterner::take((units / 64).min(1 << 24), units.min(1 << 27));
+    let mut scratch = LineScratch::default();
     let mut ids: Vec<u32> = Vec::new();
     let mut members = Vec::with_capacity(participants.len());
     for &index in participants {
         ids.clear();
-        scratch.clear();
-        lines.clear();
         let raw_len = src.with_units(index, |units| {
-            for line in units.split(|&u| u == 0x0A) {
-                let start = scratch.len();
-                normalize_line_into(line, &mut scratch);
-                if scratch.len() > start {
-                    lines.push((scratch.len(), interner.hash(&scratch[start..])));
-                }
-            }
+            line_ids(
+                units,
+                true,
+                usize::MAX,
+                &mut interner,
+                &mut scratch,
+                &mut ids,
+            );
             units.len()
         });
-        for &(_, hash) in lines.iter().take(PREFETCH_LINES) {
-            interner.prefetch(hash);
-        }
-        let mut start = 0;
-        for (k, &(end, hash)) in lines.iter().enumerate() {
-            if let Some(&(_, ahead)) = lines.get(k + PREFETCH_LINES) {
-                interner.prefetch(ahead);
-            }
-            ids.push(interner.intern(&scratch[start..end], hash));
-            start = end;
-        }
         if ids.len() < 2 {
             continue;
         }
-        let fingerprint = ids[..ids.len().min(FINGERPRINT_LINES)].to_vec();
-        let lines = ids.len();
-        ids.sort_unstable();
-        let mut bag: Vec<(u32, u32)> = Vec::new();
-        for &id in &ids {
-            match bag.last_mut() {
-                Some((last, count)) if *last == id => *count += 1,
-                _ => bag.push((id, 1)),
-            }
-        }
-        members.push(FuzzyMember {
+        let mut member = FuzzyMember {
             index,
             raw_len,
-            fingerprint,
-            bag,
-            lines,
-        });
+            fingerprint: ids[..ids.len().min(FINGERPRINT_LINES)].to_vec(),
+            bag: Vec::new(),
+            lines: 0,
+        };
+        set_bag(&mut member, &mut ids);
+        members.push(member);
     }
+    interner.give_back();
     members
+}
+
+/// Calls `f` with each piece of `units` split on `\n` (U+000A), like
+/// `units.split(|&u| u == 0x0A)`, but skips 16 units at a time while no newline is among them
+/// (a comparison the compiler vectorizes): most of a message is not line ends.
+fn for_each_line(units: &[u16], mut f: impl FnMut(&[u16])) {
+    const CHUNK: usize = 16;
+    let n = units.len();
+    let (mut start, mut at) = (0, 0);
+    while at < n {
+        while let Some(chunk) = units.get(at..at + CHUNK) {
+            let chunk: &[u16; CHUNK] = chunk.try_into().expect("a chunk of CHUNK units");
+            if chunk.iter().fold(false, |any, &u| any | (u == 0x0A)) {
+                break;
+            }
+            at += CHUNK;
+        }
+        let end = (at + CHUNK).min(n);
+        while at < end && units[at] != 0x0A {
+            at += 1;
+        }
+        if at < end {
+            f(&units[start..at]);
+            at += 1;
+            start = at;
+        }
+    }
+    f(&units[start..]);
 }
 
 /// For each line id, how many members contain it (the rarity that orders probe tokens).
@@ -303,6 +412,14 @@ pub(crate) fn linked(a: &FuzzyMember, b: &FuzzyMember, threshold: f64) -> bool {
         && jaccard(a, b) >= threshold
 }
 
+/// Batches of up to this many participants take the lazy path ([`lazy_groups`]): every pair's
+/// fingerprints are compared (at most 32,640 pairs of five ids), and only messages in a
+/// candidate pair are normalized in full. Larger batches use the prefix filter.
+pub const LAZY_MAX_PARTICIPANTS: usize = 256;
+
+/// Units read to find a message's fingerprint before reading all of it.
+const FINGERPRINT_READ: usize = 2048;
+
 /// Connected components (size >= 2) of the match graph over `participants` (ascending indices).
 pub fn fuzzy_groups<S: Utf16Source>(
     src: &S,
@@ -313,7 +430,212 @@ pub fn fuzzy_groups<S: Utf16Source>(
     if threshold.is_nan() || threshold > 1.0 {
         return Vec::new();
     }
-    let members = build_members(src, participants);
+    if participants.len() <= LAZY_MAX_PARTICIPANTS {
+        lazy_groups(src, participants, threshold)
+    } else {
+        prefix_filter_groups(src, participants, threshold)
+    }
+}
+
+/// The match graph of a small batch, normalizing lazily: fingerprints first (the first five
+/// normalized lines, usually from the first few hundred units), then every pair that passes the
+/// length ratio and the fingerprint overlap, whose two messages are normalized in full (once)
+/// for the Jaccard. In a conversation most messages share no fingerprint with any other, and
+/// their lines are never normalized at all.
+fn lazy_groups<S: Utf16Source>(src: &S, participants: &[usize], threshold: f64) -> Vec<FuzzyGroup> {
+    let units: usize = participants.iter().map(|&i| src.len_of(i)).sum();
+    let mut interner = LineInterner::take((units / 64).min(1 << 24), units.min(1 << 27));
+    let mut scratch = LineScratch::default();
+    let mut ids: Vec<u32> = Vec::new();
+    let mut members: Vec<FuzzyMember> = Vec::with_capacity(participants.len());
+    for &index in participants {
+        ids.clear();
+        let raw_len = src.len_of(index);
+        let whole = raw_len <= FINGERPRINT_READ;
+        src.with_prefix(index, FINGERPRINT_READ, |units| {
+            line_ids(
+                units,
+                whole,
+                FINGERPRINT_LINES,
+                &mut interner,
+                &mut scratch,
+                &mut ids,
+            );
+        });
+        if ids.len() < FINGERPRINT_LINES && !whole {
+            ids.clear();
+            src.with_units(index, |units| {
+                line_ids(
+                    units,
+                    true,
+                    FINGERPRINT_LINES,
+                    &mut interner,
+                    &mut scratch,
+                    &mut ids,
+                );
+            });
+        }
+        // Fewer than two lines in the fingerprint: fewer than two lines at all.
+        if ids.len() < 2 {
+            continue;
+        }
+        members.push(FuzzyMember {
+            index,
+            raw_len,
+            fingerprint: ids.clone(),
+            bag: Vec::new(),
+            lines: 0,
+        });
+    }
+
+    let mut uf = UnionFind::new(members.len());
+    let mut normalized = vec![false; members.len()];
+    for i in 0..members.len() {
+        for j in 0..i {
+            let (a, b) = (&members[i], &members[j]);
+            if ratio(a.raw_len, b.raw_len) < LENGTH_RATIO
+                || fingerprint_overlap(&a.fingerprint, &b.fingerprint) < FINGERPRINT_OVERLAP
+                || uf.find(i) == uf.find(j)
+            {
+                continue;
+            }
+            for k in [i, j] {
+                if !normalized[k] {
+                    normalized[k] = true;
+                    ids.clear();
+                    src.with_units(members[k].index, |units| {
+                        line_ids(
+                            units,
+                            true,
+                            usize::MAX,
+                            &mut interner,
+                            &mut scratch,
+                            &mut ids,
+                        );
+                    });
+                    set_bag(&mut members[k], &mut ids);
+                }
+            }
+            if linked(&members[i], &members[j], threshold) {
+                uf.union(i, j);
+            }
+        }
+    }
+    interner.give_back();
+    let mut slots: Vec<Option<FuzzyMember>> = members.into_iter().map(Some).collect();
+    uf.groups(2)
+        .into_iter()
+        .map(|g| FuzzyGroup {
+            members: g
+                .into_iter()
+                .filter_map(|local| slots[local].take())
+                .collect(),
+        })
+        .collect()
+}
+
+/// Units first read for a fingerprint in [`with_possible_candidates`]: five lines of code or
+/// log output usually fit.
+const FINGERPRINT_FIRST_READ: usize = 512;
+
+/// The participants that may have a candidate pair at all: those whose fingerprint could
+/// overlap another's by [`FINGERPRINT_OVERLAP`]. For each distinct fingerprint line, how many
+/// fingerprints hold it and its largest count in one; a message whose lines, each weighted by
+/// that largest count, cannot reach the overlap with any other fingerprint has no candidate, is
+/// in no group, and is never normalized in full. Only fingerprints are read here (usually the
+/// first few hundred units of each message).
+fn with_possible_candidates<S: Utf16Source>(src: &S, participants: &[usize]) -> Vec<usize> {
+    let mut interner = LineInterner::with_capacity(participants.len() * 2, 0);
+    let mut scratch = LineScratch::default();
+    let mut ids: Vec<u32> = Vec::new();
+    // Per participant: its fingerprint ids (`None`: fewer than two lines, out of the pass).
+    let mut fingerprints: Vec<Option<[u32; FINGERPRINT_LINES]>> =
+        Vec::with_capacity(participants.len());
+    let mut lens: Vec<u8> = Vec::with_capacity(participants.len());
+    for &index in participants {
+        ids.clear();
+        let len = src.len_of(index);
+        let mut read = FINGERPRINT_FIRST_READ;
+        loop {
+            let whole = len <= read;
+            src.with_prefix(index, read, |units| {
+                line_ids(
+                    units,
+                    whole,
+                    FINGERPRINT_LINES,
+                    &mut interner,
+                    &mut scratch,
+                    &mut ids,
+                );
+            });
+            if ids.len() == FINGERPRINT_LINES || whole {
+                break;
+            }
+            ids.clear();
+            read = read.saturating_mul(8);
+        }
+        if ids.len() < 2 {
+            fingerprints.push(None);
+            lens.push(0);
+            continue;
+        }
+        let mut fingerprint = [0u32; FINGERPRINT_LINES];
+        fingerprint[..ids.len()].copy_from_slice(&ids);
+        fingerprints.push(Some(fingerprint));
+        lens.push(ids.len() as u8);
+    }
+    // Line id -> (fingerprints holding it, largest count in one fingerprint).
+    let mut seen: Vec<(u32, u32)> = vec![(0, 0); interner.ends.len()];
+    for (fp, &n) in fingerprints.iter().zip(&lens) {
+        if let Some(fp) = fp {
+            for_distinct(&fp[..usize::from(n)], |line, count| {
+                let entry = &mut seen[line as usize];
+                entry.0 += 1;
+                entry.1 = entry.1.max(count);
+            });
+        }
+    }
+    let mut out = Vec::with_capacity(participants.len());
+    for ((fp, &n), &index) in fingerprints.iter().zip(&lens).zip(participants) {
+        let Some(fp) = fp else {
+            // Out of the pass either way: build_members drops it too.
+            continue;
+        };
+        let mut bound = 0u32;
+        for_distinct(&fp[..usize::from(n)], |line, count| {
+            let (holders, largest) = seen[line as usize];
+            if holders >= 2 {
+                bound += count * largest;
+            }
+        });
+        if bound >= FINGERPRINT_OVERLAP {
+            out.push(index);
+        }
+    }
+    out
+}
+
+/// Calls `f(line, count)` once per distinct line of a fingerprint.
+fn for_distinct(fingerprint: &[u32], mut f: impl FnMut(u32, u32)) {
+    for (pos, line) in fingerprint.iter().enumerate() {
+        if !fingerprint[..pos].contains(line) {
+            f(
+                *line,
+                fingerprint.iter().filter(|x| *x == line).count() as u32,
+            );
+        }
+    }
+}
+
+/// The match graph through a prefix-filtered inverted index (see the module comment): every
+/// message normalized once, candidate pairs without comparing all pairs.
+fn prefix_filter_groups<S: Utf16Source>(
+    src: &S,
+    participants: &[usize],
+    threshold: f64,
+) -> Vec<FuzzyGroup> {
+    let candidates = with_possible_candidates(src, participants);
+    let members = build_members(src, &candidates);
     let doc_freq = line_doc_freq(&members);
 
     let mut uf = UnionFind::new(members.len());
@@ -404,6 +726,60 @@ mod tests {
         assert_eq!(interner.line(ia), a.as_slice());
     }
 
+    proptest! {
+        /// Long lines and blank runs put fingerprints beyond the first read of the lazy path.
+        #[test]
+        fn lazy_path_reads_fingerprints_past_its_first_read(
+            docs in prop::collection::vec(
+                prop::collection::vec((0u8..6, prop::sample::select(vec![0usize, 3, 700, 1500])), 1..10),
+                2..12),
+            t in prop::sample::select(vec![0.0, 0.5, 0.85]),
+        ) {
+            let texts: Vec<String> = docs.iter()
+                .map(|d| d.iter().map(|&(x, pad)| if x == 0 { " ".repeat(pad) } else { format!("L{x}{}", "y".repeat(pad)) })
+                    .collect::<Vec<_>>().join("\n"))
+                .collect();
+            let arena = Utf16Arena::from_strs(&texts);
+            let all: Vec<usize> = (0..texts.len()).collect();
+            let index_groups = |groups: Vec<FuzzyGroup>| -> Vec<Vec<usize>> {
+                groups.iter().map(|g| g.members.iter().map(|m| m.index).collect()).collect()
+            };
+            let members = build_members(&arena, &all);
+            let expected: Vec<Vec<usize>> = brute_force(&members, t)
+                .into_iter()
+                .map(|g| g.into_iter().map(|local| members[local].index).collect())
+                .collect();
+            prop_assert_eq!(index_groups(lazy_groups(&arena, &all, t)), expected.clone());
+            prop_assert_eq!(index_groups(prefix_filter_groups(&arena, &all, t)), expected);
+        }
+
+        #[test]
+        fn lines_split_like_slice_split(
+            units in prop::collection::vec(prop::sample::select(vec![0x0Au16, 0x61, 0x20, 0x0D, 0x10A]), 0..80),
+        ) {
+            let mut got: Vec<Vec<u16>> = Vec::new();
+            for_each_line(&units, |line| got.push(line.to_vec()));
+            let expected: Vec<Vec<u16>> = units.split(|&u| u == 0x0A).map(<[u16]>::to_vec).collect();
+            prop_assert_eq!(got, expected);
+        }
+    }
+
+    #[test]
+    fn interner_reused_between_calls_starts_empty() {
+        let line: Vec<u16> = "a line".encode_utf16().collect();
+        let mut first = LineInterner::take(10, 100);
+        let h = first.hash(&line);
+        assert_eq!(first.intern(&line, h), 0);
+        let other: Vec<u16> = "another".encode_utf16().collect();
+        let h2 = first.hash(&other);
+        assert_eq!(first.intern(&other, h2), 1);
+        first.give_back();
+        let mut second = LineInterner::take(10, 100);
+        let h2 = second.hash(&other);
+        assert_eq!(second.intern(&other, h2), 0);
+        assert_eq!(second.line(0), other.as_slice());
+    }
+
     #[test]
     fn fingerprint_overlap_counts_multiplicity() {
         assert_eq!(fingerprint_overlap(&[1, 1, 2, 3, 4], &[1, 1, 5, 6, 7]), 4);
@@ -459,16 +835,28 @@ mod tests {
                 .collect();
             let arena = Utf16Arena::from_strs(&texts);
             let all: Vec<usize> = (0..texts.len()).collect();
-            let got: Vec<Vec<usize>> = fuzzy_groups(&arena, &all, t)
-                .into_iter()
-                .map(|g| g.members.iter().map(|m| m.index).collect())
-                .collect();
             let members = build_members(&arena, &all);
             let expected: Vec<Vec<usize>> = brute_force(&members, t)
                 .into_iter()
                 .map(|g| g.into_iter().map(|local| members[local].index).collect())
                 .collect();
-            prop_assert_eq!(got, expected);
+            for groups in [prefix_filter_groups(&arena, &all, t), lazy_groups(&arena, &all, t)] {
+                let got: Vec<Vec<usize>> = groups
+                    .iter()
+                    .map(|g| g.members.iter().map(|m| m.index).collect())
+                    .collect();
+                prop_assert_eq!(&got, &expected);
+                // Similarities from the bags of either path equal the full normalization's.
+                for g in &groups {
+                    for a in 0..g.members.len() {
+                        for b in 0..g.members.len() {
+                            let full = |m: &FuzzyMember| members.iter().position(|x| x.index == m.index).unwrap();
+                            let (fa, fb) = (full(&g.members[a]), full(&g.members[b]));
+                            prop_assert_eq!(g.similarity(a, b), jaccard(&members[fa], &members[fb]));
+                        }
+                    }
+                }
+            }
         }
     }
 }

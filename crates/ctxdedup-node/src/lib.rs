@@ -17,6 +17,7 @@ mod vectors;
 use ctxdedup_core::messages::{analyze, AnalyzeOptions, Annotation, Eligibility, KeepRule};
 use ctxdedup_core::{exact, scored, sha, Utf16Arena, Utf16Source};
 use napi::bindgen_prelude::*;
+use napi::sys;
 use napi_derive::napi;
 use strings::{JsStrings, StringHandles};
 
@@ -215,6 +216,148 @@ pub fn analyze_messages_async(
         excluded: flags(fuzzy_excluded),
         options: core_options(&options),
     }))
+}
+
+/// A `Float64Array` the engine owns (created with `napi_create_arraybuffer`, then filled): for
+/// the small results of a small call, cheaper than an external buffer with a finalizer.
+pub struct OwnedF64(Vec<f64>);
+
+impl ToNapiValue for OwnedF64 {
+    unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> Result<sys::napi_value> {
+        // SAFETY: `env` belongs to the current call (napi's contract for to_napi_value); V8 allocates `bytes` bytes at `data`, aligned for f64, and the copy writes exactly those bytes.
+        unsafe {
+            let bytes = std::mem::size_of_val(val.0.as_slice());
+            let mut data = std::ptr::null_mut();
+            let mut buffer = std::ptr::null_mut();
+            check_status!(sys::napi_create_arraybuffer(
+                env,
+                bytes,
+                &mut data,
+                &mut buffer
+            ))?;
+            if bytes > 0 {
+                // SAFETY: V8 allocated `bytes` bytes at `data`, suitably aligned for f64.
+                std::ptr::copy_nonoverlapping(
+                    val.0.as_ptr().cast::<u8>(),
+                    data.cast::<u8>(),
+                    bytes,
+                );
+            }
+            let mut array = std::ptr::null_mut();
+            check_status!(sys::napi_create_typedarray(
+                env,
+                sys::TypedarrayType::float64_array,
+                val.0.len(),
+                buffer,
+                0,
+                &mut array
+            ))?;
+            Ok(array)
+        }
+    }
+}
+
+/// Options of [`analyze_messages_packed`] from its `params` array (see there).
+fn packed_options(params: &[f64]) -> Result<AnalyzeOptions> {
+    let bad = || Error::new(Status::InvalidArg, "malformed analysis parameters");
+    let flag = |k: usize| params.get(k).map(|&v| v != 0.0).ok_or_else(bad);
+    let unsigned = |k: usize| -> Result<usize> {
+        match params.get(k) {
+            Some(&v) if v >= 0.0 && v <= f64::from(u32::MAX) && v.fract() == 0.0 => Ok(v as usize),
+            _ => Err(bad()),
+        }
+    };
+    let min_chars = unsigned(0)?;
+    let keep_earliest = flag(1)?;
+    let recency_start = unsigned(2)?;
+    let exact = flag(3)?;
+    let fuzzy = flag(4)?;
+    let threshold = *params.get(5).ok_or_else(bad)?;
+    let visible_targets = flag(6)?;
+    let count = unsigned(7)?;
+    let mut at = 8;
+    let mut skip_prefixes = Vec::with_capacity(count);
+    for _ in 0..count {
+        let len = unsigned(at)?;
+        let units = params.get(at + 1..at + 1 + len).ok_or_else(bad)?;
+        if units
+            .iter()
+            .any(|&u| !(0.0..=65535.0).contains(&u) || u.fract() != 0.0)
+        {
+            return Err(bad());
+        }
+        skip_prefixes.push(units.iter().map(|&u| u as u16).collect());
+        at += 1 + len;
+    }
+    if at != params.len() {
+        return Err(bad());
+    }
+    Ok(AnalyzeOptions {
+        eligibility: Eligibility {
+            min_chars,
+            skip_prefixes,
+        },
+        keep: if keep_earliest {
+            KeepRule::Earliest
+        } else {
+            KeepRule::Latest { recency_start }
+        },
+        exact,
+        fuzzy_threshold: fuzzy.then_some(threshold),
+        visible_targets: visible_targets.then_some(recency_start),
+    })
+}
+
+/// [`analyze_messages`] with a call cost that suits a conversation of ten messages: the options
+/// come as one `Float64Array` and the annotations go back as one, so crossing the boundary costs
+/// a few Node-API calls, not one per option and per column.
+///
+/// `flags[i]`: bit 0 = blocked (shape-excluded), bit 1 = kept out of the fuzzy pass.
+/// `params`: `[minChars, keepEarliest, recencyStart, exact, fuzzy, fuzzyThreshold,
+/// visibleTargets, prefixCount, (prefixLength, ...prefixUnits) * prefixCount]`.
+/// Result: `[exactCount, fuzzyCount, (index, duplicateOf, length) * exactCount,
+/// (index, duplicateOf, length, similarity) * fuzzyCount]`.
+#[napi(
+    catch_unwind,
+    ts_args_type = "contents: string[], lengths: Uint32Array, flags: Uint8Array, params: Float64Array",
+    ts_return_type = "Float64Array"
+)]
+pub fn analyze_messages_packed(
+    contents: StringHandles,
+    lengths: &[u32],
+    flags: &[u8],
+    params: &[f64],
+) -> Result<OwnedF64> {
+    if flags.len() != lengths.len() {
+        return Err(Error::new(
+            Status::InvalidArg,
+            "one flag byte per content is required",
+        ));
+    }
+    let options = packed_options(params)?;
+    let contents = contents.with_lengths(lengths)?;
+    let blocked: Vec<bool> = flags.iter().map(|&f| f & 1 != 0).collect();
+    let excluded: Vec<bool> = flags.iter().map(|&f| f & 2 != 0).collect();
+    let (exact, fuzzy) = analyze(&contents, &blocked, &excluded, &options);
+    let mut out = Vec::with_capacity(2 + 3 * exact.len() + 4 * fuzzy.len());
+    out.push(exact.len() as f64);
+    out.push(fuzzy.len() as f64);
+    for a in &exact {
+        out.extend([
+            a.index as f64,
+            a.duplicate_of as f64,
+            a.content_length as f64,
+        ]);
+    }
+    for a in &fuzzy {
+        out.extend([
+            a.index as f64,
+            a.duplicate_of as f64,
+            a.content_length as f64,
+            a.similarity.unwrap_or(f64::NAN),
+        ]);
+    }
+    Ok(OwnedF64(out))
 }
 
 /// Runs `work` off the JS thread with a panic guard: a panic becomes a JS error naming `what`.
