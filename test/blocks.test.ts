@@ -224,6 +224,15 @@ describe('block dedup: rules', () => {
     }
   });
 
+  it("a message id '__proto__' keys the verbatim map as an own property", () => {
+    const a = file(10).join('\n');
+    const input = [msg('m0', a), msg('__proto__', `${a}\nend`)];
+    const r = checkGuarantees(input);
+    expect(Object.hasOwn(r.verbatim, '__proto__')).toBe(true);
+    expect(Object.getPrototypeOf(r.verbatim)).toBe(Object.prototype);
+    expect(restoreMessages(r.messages, r.verbatim)).toEqual(input);
+  });
+
   it('async gives the same result as sync, on the worker path too', async () => {
     const big = file(4000).join('\n');
     const input = [msg('m0', big), msg('m1', `${big}\nmore`), msg('m2', file(30, 'other').join('\n'))];

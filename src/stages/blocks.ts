@@ -5,7 +5,7 @@
  * messages, decisions and markers, and expands a rewritten conversation from its output alone.
  * @module
  */
-import { describe, expectArray, expectObject, optionalNumber, rangeError, show, typeError } from '../errors.js';
+import { describe, expectArray, expectObject, optionalNumber, rangeError, setOwn, show, typeError } from '../errors.js';
 import type { NativeBlockOptions, NativeBlocks } from '../native.js';
 import { native } from '../native.js';
 import { utf16 } from './message-analysis.js';
@@ -209,7 +209,7 @@ export function applyBlocks<M extends Identified>(originals: readonly M[], out: 
     const marker: BlocksMarker = { kind: 'blocks', references };
     if (original.metadata === undefined) marker.metadataAbsent = true;
     out[index] = { ...original, content: parts.join(''), metadata: { ...(original.metadata ?? {}), ctxdedup: marker } };
-    verbatim[original.id] = original;
+    setOwn(verbatim, original.id, original);
   }
   return decisions;
 }
