@@ -522,6 +522,11 @@ fn lazy_groups<S: Utf16Source>(src: &S, participants: &[usize], threshold: f64) 
         }
     }
     interner.give_back();
+    into_groups(members, &mut uf)
+}
+
+/// The components of at least two members, members ascending.
+fn into_groups(members: Vec<FuzzyMember>, uf: &mut UnionFind) -> Vec<FuzzyGroup> {
     let mut slots: Vec<Option<FuzzyMember>> = members.into_iter().map(Some).collect();
     uf.groups(2)
         .into_iter()
@@ -669,16 +674,7 @@ fn prefix_filter_groups<S: Utf16Source>(
     }
     drop((newest, postings));
 
-    let mut slots: Vec<Option<FuzzyMember>> = members.into_iter().map(Some).collect();
-    uf.groups(2)
-        .into_iter()
-        .map(|g| FuzzyGroup {
-            members: g
-                .into_iter()
-                .filter_map(|local| slots[local].take())
-                .collect(),
-        })
-        .collect()
+    into_groups(members, &mut uf)
 }
 
 #[cfg(test)]
