@@ -180,16 +180,16 @@ impl Task for AnalyzeTask {
     type JsValue = NativeAnalysis;
 
     fn compute(&mut self) -> Result<Self::Output> {
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            run_analysis(&self.contents, &self.blocked, &self.excluded, &self.options)
-        }));
+        let result = guarded("analysis", || {
+            Ok(run_analysis(
+                &self.contents,
+                &self.blocked,
+                &self.excluded,
+                &self.options,
+            ))
+        });
         strings::buffer_pool::give_back(std::mem::take(&mut self.contents).into_buffer());
-        result.map_err(|_| {
-            Error::new(
-                Status::GenericFailure,
-                "ctxdedup: internal error (panic) during analysis",
-            )
-        })
+        result
     }
 
     fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {
