@@ -35,8 +35,11 @@ export declare function cosineClustersAsync(embeddingsData: Float32Array, dim: n
 /** The `k` embeddings most similar to `query` (exact cosine), most similar first. */
 export declare function cosineNearest(embeddingsData: Float32Array, dim: number, query: Float32Array, k: number): NativeNearest
 
-/** Number of tokens of `text` in `encoding` (special-token text counted as plain text). */
-export declare function countTokens(text: string, encoding: string): number
+/**
+ * Number of tokens of `text` in encoding `encoding` (0: o200k_base, 1: cl100k_base; a number,
+ * so a call per short text does not convert a name), special-token text counted as plain text.
+ */
+export declare function countTokens(text: string, encoding: number): number
 
 /** [`count_tokens`] of each text, in one call. */
 export declare function countTokensBatch(texts: string[], encoding: string): Uint32Array

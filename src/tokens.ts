@@ -23,8 +23,9 @@ export const DEFAULT_ENCODING: TokenEncoding = 'o200k_base';
 export type TokenCounterOption = TokenEncoding | TokenCounter;
 
 const ENCODINGS: readonly TokenEncoding[] = ['o200k_base', 'cl100k_base'];
+// The native call takes the encoding's position in ENCODINGS (0: o200k_base, 1: cl100k_base).
 const counters = new Map<TokenEncoding, TokenCounter>(
-  ENCODINGS.map((encoding) => [encoding, (text: string) => (text.length === 0 ? 0 : native.countTokens(text, encoding))]),
+  ENCODINGS.map((encoding, id) => [encoding, (text: string) => (text.length === 0 ? 0 : native.countTokens(text, id))]),
 );
 
 function checkEncoding(encoding: unknown): TokenEncoding {

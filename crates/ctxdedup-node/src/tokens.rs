@@ -15,6 +15,8 @@ use napi_derive::napi;
 use std::cell::RefCell;
 use std::ptr;
 
+/// Room of the first read of a text (UTF-16 units).
+const FIRST_READ_UNITS: usize = 4096;
 /// Largest buffer kept for the next call (UTF-16 units: 2 MiB).
 const KEPT_UNITS: usize = 1 << 20;
 
@@ -39,13 +41,33 @@ impl FromNapiValue for Units {
     unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> Result<Self> {
         // SAFETY: `env` and `value` belong to the current call (napi's contract for from_napi_value); the buffer has room for the length passed to napi, and only initialized units are kept.
         unsafe {
+            let mut buffer = BUFFER.with(|b| std::mem::take(&mut *b.borrow_mut()));
+            buffer.clear();
+            buffer.reserve(FIRST_READ_UNITS);
+            // One read when the text fits the buffer (most texts counted one by one are short):
+            // napi copies at most `room - 1` units, so fewer than that means the whole text.
+            let room = buffer.capacity();
+            let mut copied = 0usize;
+            check_status!(
+                sys::napi_get_value_string_utf16(
+                    env,
+                    value,
+                    buffer.as_mut_ptr(),
+                    room,
+                    &mut copied
+                ),
+                "text must be a string"
+            )?;
+            if copied + 1 < room {
+                // SAFETY: napi initialized `copied` units.
+                buffer.set_len(copied);
+                return Ok(Units(buffer));
+            }
             let mut len = 0usize;
             check_status!(
                 sys::napi_get_value_string_utf16(env, value, ptr::null_mut(), 0, &mut len),
                 "text must be a string"
             )?;
-            let mut buffer = BUFFER.with(|b| std::mem::take(&mut *b.borrow_mut()));
-            buffer.clear();
             // Room for the units and napi's terminator; V8 writes straight into the spare capacity.
             buffer.reserve(len + 1);
             let mut copied = 0usize;
@@ -87,10 +109,20 @@ fn encoding(name: &str) -> Result<Encoding> {
     })
 }
 
-/// Number of tokens of `text` in `encoding` (special-token text counted as plain text).
-#[napi(catch_unwind, ts_args_type = "text: string, encoding: string")]
-pub fn count_tokens(text: Units, encoding: String) -> Result<u32> {
-    let encoding = self::encoding(&encoding)?;
+/// Number of tokens of `text` in encoding `encoding` (0: o200k_base, 1: cl100k_base; a number,
+/// so a call per short text does not convert a name), special-token text counted as plain text.
+#[napi(catch_unwind, ts_args_type = "text: string, encoding: number")]
+pub fn count_tokens(text: Units, encoding: u32) -> Result<u32> {
+    let encoding = match encoding {
+        0 => Encoding::O200kBase,
+        1 => Encoding::Cl100kBase,
+        _ => {
+            return Err(Error::new(
+                Status::InvalidArg,
+                format!("encoding must be 0 or 1, got {encoding}"),
+            ))
+        }
+    };
     Ok(count_utf16(encoding, &text.0) as u32)
 }
 
