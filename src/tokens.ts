@@ -7,7 +7,7 @@
  * token count can be plugged in instead.
  * @module
  */
-import { describe, expectArray, rangeError, show, typeError } from './errors.js';
+import { describe, expectArray, rangeError, show, typeError } from './validation.js';
 import { native } from './native.js';
 
 /** Counts the tokens of a text. Must return a non-negative integer. */

@@ -21,7 +21,7 @@
  * @module
  */
 import type { LanguageModelMiddleware } from 'ai';
-import { describe, expectOptions, typeError } from '../errors.js';
+import { describe, expectOptions, typeError } from '../validation.js';
 import { dedupeUnits, runStage, withEdits, type AdapterDecision, type AdapterOptions, type AdapterReport } from './engine.js';
 import { isObject, pathText, type PathStep, type Unit } from './mapping.js';
 

@@ -5,7 +5,7 @@
  * @internal
  * @module
  */
-import { expectOptions } from '../errors.js';
+import { expectOptions } from '../validation.js';
 import {
   dedupeMessages,
   type DedupeMessagesOptions,

@@ -9,7 +9,7 @@
  * @internal
  * @module
  */
-import { describe, typeError } from '../errors.js';
+import { describe, typeError } from '../validation.js';
 import type { Message } from '../stages/messages.js';
 
 /** A step into a parsed JSON value. */

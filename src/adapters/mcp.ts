@@ -7,7 +7,7 @@
  * @module
  */
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { describe, typeError } from '../errors.js';
+import { describe, typeError } from '../validation.js';
 import { ResourceLedger, type McpToolResult, type ToolCallInfo, type ToolResultProcessed } from '../stages/resources.js';
 
 export { ResourceLedger };

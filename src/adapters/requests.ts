@@ -9,7 +9,7 @@
  * conversation always gives the same bytes, and provider prompt caches keep hitting.
  * @module
  */
-import { describe, expectArray, expectObject, show, typeError } from '../errors.js';
+import { describe, expectArray, expectObject, show, typeError } from '../validation.js';
 import { dedupeUnits, withEdits, type AdapterDecision, type AdapterOptions, type AdapterReport } from './engine.js';
 import { collectMessage, collectSystem, Ids, isObject, type PathStep, type Reading, type Unit } from './mapping.js';
 

@@ -170,7 +170,7 @@ function defaultTag(info: ReferenceInfo): string {
  * message-analysis bridge the stage and `ctxdedup/cce` share), minus what the CLI never reads:
  * per-call validation (the options are validated once, see {@link validateSettings}), the
  * rewritten conversation and the verbatim map. For sessions of a few KB that bookkeeping cost
- * more than the analysis; test/cli-jobs.test.ts checks the result equals {@link stageEngine}'s.
+ * more than the analysis; test/unit/cli-jobs.test.ts checks the result equals {@link stageEngine}'s.
  */
 export function nativeEngine(settings: DedupeSettings): DedupeEngine {
   const preserve = new Set<unknown>(settings.preserve);

@@ -6,7 +6,7 @@
  * may be numbers) and are synchronous like CCE's. Rules: `shared/golden/cce/README.md`.
  * @module
  */
-import { rangeError, setOwn, typeError } from '../errors.js';
+import { rangeError, setOwn, typeError } from '../validation.js';
 import {
   analysisInput,
   analyzePacked,

@@ -4,7 +4,7 @@
  * @internal
  * @module
  */
-import { describe, expectArray, expectObject, show, typeError } from '../errors.js';
+import { describe, expectArray, expectObject, show, typeError } from '../validation.js';
 
 /** The compared part of a result. @internal */
 export type Projection = Record<string, unknown>;

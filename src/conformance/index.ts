@@ -15,7 +15,7 @@
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { describe as describeType, expectArray, expectObject, expectOptions, optionalBoolean, show, typeError } from '../errors.js';
+import { describe as describeType, expectArray, expectObject, expectOptions, optionalBoolean, show, typeError } from '../validation.js';
 import { packageRoot } from '../package-root.js';
 import type { DeduplicateOptions, ScoredItem } from '../stages/deduplicate.js';
 import type { DedupeMessagesOptions, Message } from '../stages/messages.js';

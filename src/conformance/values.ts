@@ -5,7 +5,7 @@
  * @internal
  * @module
  */
-import { typeError } from '../errors.js';
+import { typeError } from '../validation.js';
 
 const SPECIAL_NUMBERS: Record<string, number> = { NaN: Number.NaN, Infinity: Infinity, '-Infinity': -Infinity, '-0': -0 };
 

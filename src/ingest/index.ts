@@ -19,7 +19,7 @@
  * @module
  */
 import { randomUUID } from 'node:crypto';
-import { describe, expectArray, expectObject, expectOptions, optionalNumber, rangeError, show, typeError } from '../errors.js';
+import { describe, expectArray, expectObject, expectOptions, optionalNumber, rangeError, show, typeError } from '../validation.js';
 import { DEFAULT_ASYNC_THRESHOLD, hashBatch, type Hashing } from './hash.js';
 import { DEFAULT_NEAR_WINDOW_MAX_CHARS, NearWindows, nearOption, type NearCandidate, type NearDuplicateOptions, type NearSettings } from './near.js';
 import type { SqliteStoreOptions } from './sqlite-store.js';

@@ -8,7 +8,7 @@
  * authoritative and shared; near-duplicate detection is a best-effort, local refinement on top.
  * @module
  */
-import { describe, expectObject, optionalNumber, rangeError, typeError } from '../errors.js';
+import { describe, expectObject, optionalNumber, rangeError, typeError } from '../validation.js';
 import { native, type NativeNearMatches } from '../native.js';
 
 /** Settings of the near-duplicate mode of a namespace. */

@@ -39,7 +39,7 @@
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
-import { describe, rangeError, typeError } from '../errors.js';
+import { describe, rangeError, typeError } from '../validation.js';
 import type { ClaimOptions, ClaimRequest, IngestStore } from './store.js';
 
 /**

@@ -40,7 +40,7 @@ import { randomUUID } from 'node:crypto';
 import type { ChromaClient, Collection, EmbeddingFunction, Metadata } from 'chromadb';
 import type { AuditEntry, AuditLog, AuditRecord } from './audit.js';
 import type { MemoryStore, NearestMemory, StoredMemory } from './store.js';
-import { show } from '../errors.js';
+import { show } from '../validation.js';
 import { importPeer } from '../optional.js';
 
 /** Where {@link ChromaMemoryStore.connect} goes when no URL is given (Chroma's default port). */

@@ -21,7 +21,7 @@
  * @module
  */
 import { parse } from 'smol-toml';
-import { describe, rangeError, show, typeError } from '../errors.js';
+import { describe, rangeError, show, typeError } from '../validation.js';
 import type { MemoryStore } from './store.js';
 
 /** Settings read from a memory config file, in API names. */

@@ -10,7 +10,7 @@
  * merged) memory is written before anything is deleted; and `undo(id)` puts a recorded memory back.
  * @module
  */
-import { describe, expectObject, expectOptions, optionalBoolean, rangeError, show, typeError } from '../errors.js';
+import { describe, expectObject, expectOptions, optionalBoolean, rangeError, show, typeError } from '../validation.js';
 import { native } from '../native.js';
 import { type AuditEntry, type AuditLog, InMemoryAuditLog } from './audit.js';
 import { type EmbedFunction, type RecommendedThresholds, hashedEmbedding } from './embedding.js';

@@ -3,7 +3,7 @@
  * character-trigram features, computed natively).
  * @module
  */
-import { describe, expectArray, expectOptions, optionalNumber, typeError } from '../errors.js';
+import { describe, expectArray, expectOptions, optionalNumber, typeError } from '../validation.js';
 import { native } from '../native.js';
 
 /** Any async text embedder, e.g. a call to an embeddings API or a local sentence model. */
@@ -29,7 +29,7 @@ export interface HashedEmbeddingOptions {
 
 /**
  * Thresholds calibrated for the hashed embedding on the bundled calibration set
- * (test/fixtures/memory-calibration.json): copies with edits of punctuation, case, spelling or a
+ * (test/support/fixtures/memory-calibration.json): copies with edits of punctuation, case, spelling or a
  * word or two score above `upper`; rewordings that keep most words fall between the bounds;
  * different facts about the same subject fall below `lower`.
  */

@@ -11,13 +11,13 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { InferenceSession, Tensor } from 'onnxruntime-node';
-import { describe, expectObject, optionalNumber, typeError } from '../errors.js';
+import { describe, expectObject, optionalNumber, typeError } from '../validation.js';
 import { importPeer } from '../optional.js';
 import type { CalibratedEmbedFunction, RecommendedThresholds } from './embedding.js';
 
 /**
  * Thresholds calibrated for all-MiniLM-L6-v2 (the int8 ONNX export `.ci/models.sh` fetches) on
- * the bundled calibration set (test/fixtures/memory-calibration.json), mean pooling, cosine:
+ * the bundled calibration set (test/support/fixtures/memory-calibration.json), mean pooling, cosine:
  *
  * - same fact with small edits (punctuation, case, a word): 0.978 to 0.994, so `upper` = 0.97;
  * - the same fact reworded: 0.943 to 0.975, all at or above `lower` (two of five also reach

@@ -10,7 +10,7 @@
  * @module
  */
 import type Database from 'better-sqlite3';
-import { describe, typeError } from '../errors.js';
+import { describe, typeError } from '../validation.js';
 import { requirePeer } from '../optional.js';
 import { LONE_SURROGATE } from './validate.js';
 import type { AuditEntry, AuditLog, AuditRecord } from './audit.js';

@@ -3,7 +3,7 @@
  * @internal
  * @module
  */
-import { describe, expectArray, expectObject, rangeError, show, typeError } from '../errors.js';
+import { describe, expectArray, expectObject, rangeError, show, typeError } from '../validation.js';
 import type { Memory, StoredMemory } from './store.js';
 
 /** The largest |timestamp| a JavaScript `Date` can hold (ms since the epoch): ±100,000,000 days. */

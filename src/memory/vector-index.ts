@@ -5,7 +5,7 @@
  * @module
  */
 import { native } from '../native.js';
-import { rangeError } from '../errors.js';
+import { rangeError } from '../validation.js';
 
 const INITIAL_ROWS = 64;
 

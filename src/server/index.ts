@@ -22,7 +22,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { isIPv4 } from 'node:net';
 import type { default as Fastify, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { describe, show } from '../errors.js';
+import { describe, show } from '../validation.js';
 import { requirePeer } from '../optional.js';
 import {
   DEFAULT_STORE,

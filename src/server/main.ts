@@ -9,7 +9,7 @@
 import { realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { setOwn } from '../errors.js';
+import { setOwn } from '../validation.js';
 import { DEFAULT_STORE } from '../ingest/index.js';
 import {
   DEFAULT_BODY_TIMEOUT_MS,

@@ -5,7 +5,7 @@
  * messages, decisions and markers, and expands a rewritten conversation from its output alone.
  * @module
  */
-import { describe, expectArray, expectObject, optionalNumber, rangeError, setOwn, show, typeError } from '../errors.js';
+import { describe, expectArray, expectObject, optionalNumber, rangeError, setOwn, show, typeError } from '../validation.js';
 import type { NativeBlockOptions, NativeBlocks } from '../native.js';
 import { native } from '../native.js';
 import { utf16 } from './message-analysis.js';

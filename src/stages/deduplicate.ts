@@ -6,7 +6,7 @@
  * keep their input order and are the very objects that came in.
  * @module
  */
-import { describe, expectArray, expectObject, expectOptions, optionalBoolean, rangeError, show, typeError } from '../errors.js';
+import { describe, expectArray, expectObject, expectOptions, optionalBoolean, rangeError, show, typeError } from '../validation.js';
 import { native } from '../native.js';
 
 /** Anything with a string `content`; other fields ride along untouched. */

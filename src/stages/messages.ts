@@ -13,7 +13,18 @@
  * keeps context-compression-engine's chains instead.
  * @module
  */
-import { describe, expectArray, expectObject, expectOptions, optionalBoolean, optionalNumber, optionalStrings, setOwn, show, typeError } from '../errors.js';
+import {
+  describe,
+  expectArray,
+  expectObject,
+  expectOptions,
+  optionalBoolean,
+  optionalNumber,
+  optionalStrings,
+  setOwn,
+  show,
+  typeError,
+} from '../validation.js';
 import { native, type NativeBlockOptions, type NativeBlocks } from '../native.js';
 import { applyBlocks, type BlockDecision, type BlockOptions, type BlocksMarker, type ResolvedBlockOptions, resolveBlockOptions } from './blocks.js';
 import {

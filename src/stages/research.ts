@@ -10,7 +10,7 @@
  * surrogates included). Keys shorter than `minChars` UTF-16 code units never deduplicate.
  * @module
  */
-import { describe, expectArray, expectObject, expectOptions, optionalBoolean, optionalNumber, rangeError, typeError } from '../errors.js';
+import { describe, expectArray, expectObject, expectOptions, optionalBoolean, optionalNumber, rangeError, typeError } from '../validation.js';
 import { native } from '../native.js';
 import { resolveTokenCounter, type TokenCounterOption } from '../tokens.js';
 

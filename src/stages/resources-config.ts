@@ -17,7 +17,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { parse } from 'smol-toml';
-import { describe, rangeError, typeError } from '../errors.js';
+import { describe, rangeError, typeError } from '../validation.js';
 import type { ResourceDedupSettings, ToolDedupSettings } from './resources.js';
 
 const KEYS: Record<string, 'enabled' | 'minBytes' | 'lookbackTurns'> = {

@@ -21,7 +21,7 @@
  *    (`turn - t > lookbackTurns`), this new delivery is the one later references point to.
  * @module
  */
-import { describe, expectArray, expectObject, expectOptions, optionalBoolean, optionalNumber, rangeError, show, typeError } from '../errors.js';
+import { describe, expectArray, expectObject, expectOptions, optionalBoolean, optionalNumber, rangeError, show, typeError } from '../validation.js';
 import { native } from '../native.js';
 import { resolveTokenCounter, type TokenCounter, type TokenCounterOption } from '../tokens.js';
 

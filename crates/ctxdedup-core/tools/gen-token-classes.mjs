@@ -6,7 +6,7 @@
 //
 //   node crates/ctxdedup-core/tools/gen-token-classes.mjs > crates/ctxdedup-core/src/token_classes.rs
 //
-// test/tokens.test.ts regenerates the table and fails if the committed file differs.
+// test/unit/tokens.test.ts regenerates the table and fails if the committed file differs.
 import { fileURLToPath } from 'node:url';
 
 /** Class numbers; they must match `Class` in tokens.rs. */

@@ -1,0 +1,372 @@
+/**
+ * Block dedup through dedupeMessages({ keep: 'earliest', blocks }): the rules one by one, bad
+ * options, and the five guarantees as properties (lossless via restore and via expand, visible
+ * targets, prefix-monotonic, no false positives, net positive in characters and tokens).
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  countTokens,
+  dedupeMessages,
+  dedupeMessagesAsync,
+  expandMessages,
+  restoreMessages,
+  type BlockDecision,
+  type BlocksMarker,
+  type DedupeMessagesOptions,
+  type Message,
+} from '../../src/index.js';
+import { thrown } from '../support/assertions.js';
+
+const BLOCKS: DedupeMessagesOptions = { keep: 'earliest', blocks: true };
+
+function file(n: number, tag = 'src/app.ts'): string[] {
+  return Array.from({ length: n }, (_, i) => `  const value${i} = compute(${i}, "${tag}"); // step ${i} of the pipeline`);
+}
+
+function catN(lines: readonly string[], first: number): string {
+  return lines.map((l, i) => `${String(first + i).padStart(6)}\t${l}`).join('\n');
+}
+
+function msg(id: string, content: unknown, extra: Partial<Message> = {}): Message {
+  return { id, role: 'tool', content, ...extra };
+}
+
+function blockDecisions(r: { decisions: readonly { kind: string }[] }): BlockDecision[] {
+  return r.decisions.filter((d): d is BlockDecision => d.kind === 'block');
+}
+
+/** Every guarantee that can be checked on one result. */
+function checkGuarantees(input: Message[], options: DedupeMessagesOptions = BLOCKS): ReturnType<typeof dedupeMessages> {
+  const r = dedupeMessages(input, options);
+  // Lossless, twice: with the verbatim map, and from the output alone.
+  expect(restoreMessages(r.messages, r.verbatim)).toEqual(input);
+  expect(expandMessages(r.messages)).toEqual(input);
+  const ids = new Map(r.messages.map((m, i) => [m.id, i]));
+  for (let i = 0; i < r.messages.length; i++) {
+    const marker = r.messages[i]?.metadata?.['ctxdedup'] as BlocksMarker | undefined;
+    if (marker?.kind !== 'blocks') continue;
+    const outLines = (r.messages[i]?.content as string).split('\n');
+    for (const ref of marker.references) {
+      // The reference line is where the marker says, and it is the only thing on that line.
+      expect(outLines[ref.line]).toMatch(/^\[ctxdedup: |^<ref /);
+      const t = ids.get(ref.target) as number;
+      expect(t).toBeLessThanOrEqual(i);
+      // Visible: the target lines are in the output, verbatim (no reference of the target sits in them).
+      const target = r.messages[t] as Message;
+      const targetLines = (target.content as string).split('\n');
+      expect(ref.from - 1 + ref.lines).toBeLessThanOrEqual(targetLines.length);
+      const targetMarker = target.metadata?.['ctxdedup'] as BlocksMarker | undefined;
+      expect(targetMarker === undefined || targetMarker.kind === 'blocks').toBe(true);
+      for (const other of targetMarker?.references ?? []) {
+        if (t === i && other.line >= ref.line) continue;
+        expect(other.line < ref.from - 1 || other.line >= ref.from - 1 + ref.lines).toBe(true);
+      }
+      if (t === i) expect(ref.from - 1 + ref.lines).toBeLessThanOrEqual(ref.line);
+    }
+  }
+  const seen = new Map<number, number>();
+  for (const d of blockDecisions(r)) {
+    // Net positive in characters and in o200k tokens (counted here independently).
+    const original = (input[d.index]?.content as string)
+      .split('\n')
+      .slice(d.lines.from - 1, d.lines.to)
+      .join('\n');
+    const k = seen.get(d.index) ?? 0;
+    seen.set(d.index, k + 1);
+    const ref = (r.messages[d.index]?.metadata?.['ctxdedup'] as BlocksMarker).references[k];
+    expect(ref?.from).toBe(d.targetLines.from);
+    const reference = (r.messages[d.index]?.content as string).split('\n')[ref?.line as number];
+    expect(d.charsBefore).toBe(original.length);
+    expect(d.charsAfter).toBe((reference as string).length);
+    expect(d.charsAfter).toBeLessThan(d.charsBefore);
+    expect(d.tokensBefore).toBe(countTokens(original));
+    expect(d.tokensAfter).toBe(countTokens(reference as string));
+    expect(d.tokensAfter).toBeLessThan(d.tokensBefore);
+  }
+  return r;
+}
+
+describe('block dedup: rules', () => {
+  it('a file re-read after a one-line edit: unchanged runs become references, the edited line stays', () => {
+    const v1 = file(20);
+    const v2 = [...v1];
+    v2[9] = '  const value9 = computeDifferently(9); // edited';
+    const input = [msg('m0', v1.join('\n')), msg('m1', 'user asks for an edit', { role: 'user' }), msg('m2', v2.join('\n'))];
+    const r = checkGuarantees(input);
+    expect(r.messages[2]?.content).toBe(
+      ['[ctxdedup: 9 lines unchanged, = m0 lines 1–9]', v2[9], '[ctxdedup: 10 lines unchanged, = m0 lines 11–20]'].join('\n'),
+    );
+    expect(r.messages[0]).toBe(input[0]);
+    const blocks = blockDecisions(r);
+    expect(blocks.map((d) => [d.id, d.lines, d.duplicateOfId, d.targetLines])).toEqual([
+      ['m2', { from: 1, to: 9 }, 'm0', { from: 1, to: 9 }],
+      ['m2', { from: 11, to: 20 }, 'm0', { from: 11, to: 20 }],
+    ]);
+    expect(r.stats.blockReferences).toBe(2);
+    expect(r.stats.blockLines).toBe(19);
+    expect(r.stats.blockCharsSaved).toBe(blocks.reduce((s, d) => s + d.charsSaved, 0));
+    expect(r.stats.charsSaved).toBe(r.stats.blockCharsSaved);
+    expect(r.stats.charsAfter).toBe(r.stats.charsBefore - r.stats.charsSaved);
+  });
+
+  it('a line-numbered read of a shifted file: matched after the numbers, numbers regenerated exactly', () => {
+    const body = file(15);
+    const input = [msg('r1', catN(body, 1)), msg('r2', catN(['// two new lines', '// at the top', ...body], 1))];
+    const r = checkGuarantees(input);
+    expect(r.messages[1]?.content).toBe(
+      `${catN(['// two new lines', '// at the top'], 1)}\n[ctxdedup: 15 lines unchanged, = r1 lines 1–15, numbered 3–17 here]`,
+    );
+    const [d] = blockDecisions(r);
+    expect(d?.numbered).toEqual({ from: 3, to: 17 });
+    const marker = r.messages[1]?.metadata?.['ctxdedup'] as BlocksMarker;
+    expect(marker.references[0]?.numbered).toEqual({ first: 3, targetFirst: 1, width: 6, separator: '\t' });
+    // A numbered read of lines first shown without numbers (cat, then cat -n).
+    const plain = checkGuarantees([msg('p', body.join('\n')), msg('n', `header\n${catN(body, 1)}`)]);
+    expect(plain.messages[1]?.content).toBe('header\n[ctxdedup: 15 lines unchanged, = p lines 1–15, numbered 1–15 here]');
+    expect((plain.messages[1]?.metadata?.['ctxdedup'] as BlocksMarker).references[0]?.numbered).toEqual({ first: 1, width: 6, separator: '\t' });
+    // Off: a shifted read is new text.
+    expect(blockDecisions(dedupeMessages(input, { keep: 'earliest', blocks: { lineNumbers: 'off' } }))).toEqual([]);
+  });
+
+  it('editor reads (12→, 12|) and grep -n (12:) are numbered formats too; formats never mix', () => {
+    const body = file(12);
+    const fmt = (sep: string, first: number): string => body.map((l, i) => `${first + i}${sep}${l}`).join('\n');
+    for (const sep of ['→', '|', ':']) {
+      const r = checkGuarantees([msg('a', fmt(sep, 5)), msg('b', fmt(sep, 40))]);
+      expect(blockDecisions(r)).toHaveLength(1);
+    }
+    expect(blockDecisions(checkGuarantees([msg('a', fmt('→', 5)), msg('b', fmt('|', 40))]))).toEqual([]);
+  });
+
+  it('a block repeated inside one message points above, in the same message', () => {
+    const log = Array.from({ length: 8 }, (_, i) => `FAIL test/case_${i}.test.ts > handles input ${i} (expected 1, got 0)`).join('\n');
+    const r = checkGuarantees([msg('t', `run 1\n${log}\nrun 2\n${log}`)]);
+    expect(r.messages[0]?.content).toBe(`run 1\n${log}\nrun 2\n[ctxdedup: 8 lines unchanged, = t lines 2–9]`);
+  });
+
+  it('sources: a system prompt and a short message can be targets; they are never rewritten', () => {
+    const prompt = file(6, 'system').join('\n');
+    const input = [
+      { id: 's', role: 'system', content: prompt },
+      msg('short', 'ok'),
+      msg('t', `here it is again:\n${prompt}\nand more`),
+      { id: 's2', role: 'system', content: prompt },
+    ];
+    const r = checkGuarantees(input);
+    expect(r.messages[0]).toBe(input[0]);
+    expect(r.messages[3]).toBe(input[3]);
+    expect(blockDecisions(r).map((d) => [d.id, d.duplicateOfId])).toEqual([['t', 's']]);
+  });
+
+  it('whole-message exact duplicates go first; their text is not a source; blocks see the rest', () => {
+    const a = file(10).join('\n');
+    const input = [msg('m0', a), msg('m1', a), msg('m2', `${a}\nplus one line at the end of the file`)];
+    const r = checkGuarantees(input);
+    expect(r.decisions.map((d) => [d.id, d.kind, d.duplicateOfId])).toEqual([
+      ['m1', 'exact', 'm0'],
+      ['m2', 'block', 'm0'],
+    ]);
+  });
+
+  it('messages without string content are neither sources nor rewritten; tool-call messages are sources only', () => {
+    const a = file(8).join('\n');
+    const input = [msg('parts', [{ type: 'text', text: a }]), msg('calls', a, { tool_calls: [{ id: 'c' }] }), msg('m', `${a}\nend`)];
+    const r = checkGuarantees(input);
+    expect(blockDecisions(r).map((d) => [d.id, d.duplicateOfId])).toEqual([['m', 'calls']]);
+  });
+
+  it('short runs and runs whose reference would not be shorter stay verbatim', () => {
+    const tiny = ['a', 'b', 'c', 'd', 'e'].join('\n');
+    expect(blockDecisions(dedupeMessages([msg('x', tiny), msg('y', `${tiny}\nz`)], { keep: 'earliest', blocks: { minChars: 0 } }))).toEqual([]);
+    const three = file(3).join('\n');
+    expect(blockDecisions(dedupeMessages([msg('x', three), msg('y', `${three}\nz`)], BLOCKS))).toEqual([]);
+    expect(blockDecisions(dedupeMessages([msg('x', three), msg('y', `${three}\nz`)], { keep: 'earliest', blocks: { minLines: 3, minChars: 0 } }))).toHaveLength(
+      1,
+    );
+  });
+
+  it('lookback bounds how far back a reference points', () => {
+    const a = file(10).join('\n');
+    const input = [msg('m0', a), msg('m1', 'x'), msg('m2', 'y'), msg('m3', `${a}\nz`)];
+    expect(blockDecisions(dedupeMessages(input, { keep: 'earliest', blocks: { lookback: 2 } }))).toEqual([]);
+    expect(blockDecisions(checkGuarantees(input, { keep: 'earliest', blocks: { lookback: 3 } }))).toHaveLength(1);
+  });
+
+  it('identity is UTF-16 code units: a lone surrogate never matches U+FFFD', () => {
+    const lines = file(8);
+    const a = lines.map((l) => `${l}\uD800`).join('\n');
+    const b = lines.map((l) => `${l}\uFFFD`).join('\n');
+    expect(blockDecisions(dedupeMessages([msg('a', a), msg('b', `${b}\nx`)], BLOCKS))).toEqual([]);
+    expect(blockDecisions(checkGuarantees([msg('a', a), msg('b', `${a}\nx`)]))).toHaveLength(1);
+    // \r stays part of its line.
+    const crlf = lines.join('\r\n');
+    expect(blockDecisions(dedupeMessages([msg('a', crlf), msg('b', `${lines.join('\n')}\nx`)], BLOCKS))).toEqual([]);
+  });
+
+  it('custom templates; a template the reader cannot follow is refused', () => {
+    const a = file(10).join('\n');
+    const r = checkGuarantees([msg('m0', a), msg('m1', `${a}\nend`)], {
+      keep: 'earliest',
+      blocks: { reference: '[ctxdedup: see {target} {from}-{to}]' },
+    });
+    expect(r.messages[1]?.content).toBe('[ctxdedup: see m0 1-10]\nend');
+    for (const [reference, problem] of [
+      ['see {target}', /must contain \{from\}/],
+      ['{target} {from} {to}\nsecond line', /one line/],
+      ['{target} {from} {to} {bogus}', /unknown field \{bogus\}/],
+      [5, /must be a string/],
+    ] as const) {
+      const e = thrown(() => dedupeMessages([], { keep: 'earliest', blocks: { reference: reference as string } }));
+      expect(e).toBeInstanceOf(TypeError);
+      expect(e.message).toMatch(/options\.blocks\.reference/);
+      expect(e.message).toMatch(problem);
+    }
+  });
+
+  it("a message id '__proto__' keys the verbatim map as an own property", () => {
+    const a = file(10).join('\n');
+    const input = [msg('m0', a), msg('__proto__', `${a}\nend`)];
+    const r = checkGuarantees(input);
+    expect(Object.hasOwn(r.verbatim, '__proto__')).toBe(true);
+    expect(Object.getPrototypeOf(r.verbatim)).toBe(Object.prototype);
+    expect(restoreMessages(r.messages, r.verbatim)).toEqual(input);
+  });
+
+  it('async gives the same result as sync, on the worker path too', async () => {
+    const big = file(4000).join('\n');
+    const input = [msg('m0', big), msg('m1', `${big}\nmore`), msg('m2', file(30, 'other').join('\n'))];
+    const sync = dedupeMessages(input, BLOCKS);
+    expect(await dedupeMessagesAsync(input, BLOCKS)).toEqual(sync);
+    expect(blockDecisions(sync)).toHaveLength(1);
+  });
+});
+
+describe('block dedup: bad options', () => {
+  it('requires keep: earliest, no fuzzy, no recency window, and says why', () => {
+    let e = thrown(() => dedupeMessages([], { blocks: true }));
+    expect(e).toBeInstanceOf(TypeError);
+    expect(e.message).toMatch(/options\.blocks requires options\.keep: 'earliest'/);
+    e = thrown(() => dedupeMessages([], { keep: 'earliest', blocks: true, fuzzy: true }));
+    expect(e).toBeInstanceOf(TypeError);
+    expect(e.message).toMatch(/options\.blocks cannot be combined with options\.fuzzy/);
+    e = thrown(() => dedupeMessages([], { keep: 'earliest', blocks: true, recencyWindow: 2 }));
+    expect(e).toBeInstanceOf(RangeError);
+  });
+
+  it('names the offending block option', () => {
+    const bad: [unknown, RegExp][] = [
+      [{ minLines: 0 }, /options\.blocks\.minLines/],
+      [{ minLines: 1.5 }, /options\.blocks\.minLines/],
+      [{ minChars: -1 }, /options\.blocks\.minChars/],
+      [{ lookback: Number.NaN }, /options\.blocks\.lookback/],
+      [{ lineNumbers: 'on' }, /options\.blocks\.lineNumbers/],
+      ['yes', /options\.blocks/],
+    ];
+    for (const [blocks, path] of bad) {
+      const e = thrown(() => dedupeMessages([], { keep: 'earliest', blocks: blocks as boolean }));
+      expect(e.message).toMatch(path);
+      expect(e instanceof TypeError || e instanceof RangeError).toBe(true);
+    }
+  });
+
+  it('expandMessages names what it cannot follow', () => {
+    const a = file(10).join('\n');
+    const r = dedupeMessages([msg('m0', a), msg('m1', `${a}\nend`)], BLOCKS);
+    const e = thrown(() => expandMessages([r.messages[1] as Message]));
+    expect(e).toBeInstanceOf(RangeError);
+    expect(e.message).toMatch(/messages\[0\]\.metadata\.ctxdedup\.references .* names "m0", which is not in messages/);
+    const long = file(30).join('\n');
+    const fuzzy = dedupeMessages([msg('a', long), msg('b', long.replace('value3 ', 'valueX '))], { fuzzy: true, keep: 'earliest' });
+    expect(fuzzy.stats.nearDuplicates).toBe(1);
+    expect(thrown(() => expandMessages(fuzzy.messages)).message).toMatch(/lossy/);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Properties
+
+const LINES = [
+  '  return compute(value, options); // the shared line',
+  '  if (!ok) throw new Error("failed to read the configuration file");',
+  '',
+  '}',
+  'export function handler(request, response) {',
+  '\t- item with a tab and some more text for length',
+  'x\r',
+  'é \uD83D\uDE00 emoji and accents, ñ, ü, 😀',
+];
+
+const message = fc
+  .array(
+    fc.oneof(
+      fc.constantFrom(...LINES),
+      fc.nat(40).map((n) => `${String(n + 1).padStart(6)}\t${LINES[n % LINES.length]}`),
+      fc.nat(40).map((n) => `${n + 1}→${LINES[(n + 3) % LINES.length]}`),
+      fc.string({ maxLength: 12 }),
+    ),
+    { maxLength: 24 },
+  )
+  .map((lines) => lines.join('\n'));
+
+const conversation = fc.array(
+  fc.record({
+    role: fc.constantFrom('user', 'assistant', 'tool', 'system'),
+    content: fc.oneof({ weight: 9, arbitrary: message }, { weight: 1, arbitrary: fc.constant([{ type: 'text', text: 'x' }]) }),
+  }),
+  { maxLength: 8 },
+);
+
+const blockOptions = fc.record({
+  minLines: fc.integer({ min: 1, max: 5 }),
+  minChars: fc.integer({ min: 0, max: 120 }),
+  lineNumbers: fc.constantFrom('auto', 'off') as fc.Arbitrary<'auto' | 'off'>,
+});
+
+function withIds(c: { role: string; content: unknown }[], prefix = 'm'): Message[] {
+  return c.map((m, i) => ({ id: `${prefix}${i}`, ...m }));
+}
+
+describe('block dedup: guarantees (properties)', () => {
+  it('lossless (restore and expand), visible targets, net positive, no false positives', () => {
+    fc.assert(
+      fc.property(conversation, blockOptions, fc.integer({ min: 0, max: 200 }), (c, blocks, minChars) => {
+        checkGuarantees(withIds(c), { keep: 'earliest', blocks, minChars });
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('prefix-monotonic: the output for x ++ y begins with exactly the output for x', () => {
+    fc.assert(
+      fc.property(conversation, conversation, blockOptions, (x, y, blocks) => {
+        const xs = withIds(x);
+        const all = [...xs, ...withIds(y, 'n')];
+        const options: DedupeMessagesOptions = { keep: 'earliest', blocks, minChars: 0 };
+        const short = dedupeMessages(xs, options);
+        const long = dedupeMessages(all, options);
+        expect(long.messages.slice(0, xs.length)).toEqual(short.messages);
+        expect(JSON.stringify(long.messages.slice(0, xs.length))).toBe(JSON.stringify(short.messages));
+      }),
+      { numRuns: 200 },
+    );
+  });
+});
+
+describe('block dedup: adversarial input stays bounded', () => {
+  it('200k copies of one line', () => {
+    const line = 'the very same line, again and again';
+    const input = [msg('a', Array.from({ length: 200_000 }, () => line).join('\n'))];
+    const r = dedupeMessages(input, BLOCKS);
+    expect((r.messages[0]?.content as string).length).toBeLessThan((input[0]?.content as string).length / 4);
+    expect(expandMessages(r.messages)).toEqual(input);
+  });
+
+  it('20k messages sharing their lines', () => {
+    const body = file(12).join('\n');
+    const input = Array.from({ length: 20_000 }, (_, i) => msg(`m${i}`, `${body}\nrequest ${i}`));
+    const r = dedupeMessages(input, BLOCKS);
+    expect(r.stats.blockReferences).toBe(19_999);
+    expect(expandMessages(r.messages)).toEqual(input);
+  });
+});

@@ -1,0 +1,474 @@
+/**
+ * `ctxdedup dedupe` / `restore`, run in-process: formats and lossless round trips, stdin, gzip,
+ * errors and exit codes, cross-session dedup, the report (text, JSON, HTML) and progress.
+ */
+import { existsSync, linkSync, mkdirSync, readdirSync, readFileSync, readlinkSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { gunzipSync, gzipSync } from 'node:zlib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+// @ts-expect-error -- plain ESM generator script without types
+import { writeSampleCorpus, makePool, makeSession, rng, toOpenAI, sessionRecord } from '../../examples/make-corpus.mjs';
+import type { DedupeReport } from '../../src/cli/report.js';
+import { cli, diffJson, tempDir } from '../support/cli-helpers.js';
+
+const TAG = /^\[ctxdedup: (near-)?duplicate of /;
+const TAG_IN_JSON = /"\[ctxdedup: (near-)?duplicate of /;
+
+function files(dir: string): string[] {
+  const out: string[] = [];
+  const walk = (d: string): void => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      if (e.isDirectory()) walk(join(d, e.name));
+      else out.push(relative(dir, join(d, e.name)));
+    }
+  };
+  walk(dir);
+  return out.sort();
+}
+
+function readText(path: string): string {
+  const bytes = readFileSync(path);
+  return (path.endsWith('.gz') ? gunzipSync(bytes) : bytes).toString('utf8');
+}
+
+function parseAny(path: string): unknown {
+  const text = readText(path);
+  return path.endsWith('.json')
+    ? JSON.parse(text)
+    : text
+        .split('\n')
+        .filter((l) => l !== '')
+        .map((l) => JSON.parse(l) as unknown);
+}
+
+let tmp: { dir: string; cleanup: () => void };
+let corpus: string;
+
+beforeAll(() => {
+  tmp = tempDir();
+  corpus = join(tmp.dir, 'corpus');
+  writeSampleCorpus(corpus);
+});
+afterAll(() => tmp.cleanup());
+
+describe('dedupe on the sample corpus', () => {
+  it('reads every format and reports what it saved (dry run)', async () => {
+    const r = await cli(['dedupe', corpus, '--dry-run', '--json', '--fuzzy', '--keep', 'earliest']);
+    expect(r.code, r.stderr).toBe(0);
+    const report = JSON.parse(r.stdout) as DedupeReport;
+    expect(report.files).toBe(13);
+    expect(Object.keys(report.formats).sort()).toEqual(['agent-jsonl', 'anthropic', 'ctxdedup', 'openai', 'sessions-jsonl']);
+    expect(report.sessions).toBe(3 + 3 + 1 + 4 + 6 + 4);
+    expect(report.exactDuplicates).toBeGreaterThan(0);
+    expect(report.charsSaved).toBeGreaterThan(0);
+    expect(report.tokensSaved).toBeGreaterThan(0);
+    expect(report.charsAfter).toBe(report.charsBefore - report.charsSaved);
+    expect(report.topRepeated.length).toBeGreaterThan(0);
+    expect(report.topRepeated[0]?.sha256).toMatch(/^[0-9a-f]{64}$/);
+    expect(report.tokenizer).toBe('o200k_base');
+    // Nothing was written.
+    expect(files(corpus)).toHaveLength(13);
+  });
+
+  it('writes a mirrored tree where only reference tags differ, and restore gives the bytes back', async () => {
+    const out = join(tmp.dir, 'out1');
+    const verbatim = join(tmp.dir, 'v1.jsonl');
+    const r = await cli(['dedupe', corpus, '-o', out, '--verbatim', verbatim, '--fuzzy', '--cross-session', '--keep', 'earliest', '-q']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toBe('');
+    expect(files(out)).toEqual(files(corpus));
+    let changed = 0;
+    for (const f of files(corpus)) {
+      for (const d of diffJson(parseAny(join(corpus, f)), parseAny(join(out, f)))) {
+        expect(typeof d.before, `${f} ${d.path}`).toBe('string');
+        expect(d.after, `${f} ${d.path}`).toMatch(TAG);
+        changed++;
+      }
+    }
+    expect(changed).toBeGreaterThan(20);
+    const back = join(tmp.dir, 'back1');
+    const rr = await cli(['restore', out, '--verbatim', verbatim, '-o', back]);
+    expect(rr.code, rr.stderr).toBe(0);
+    for (const f of files(corpus)) expect(readText(join(back, f)), f).toBe(readText(join(corpus, f)));
+  });
+
+  it('keeps unchanged files byte-identical and gzips .gz outputs', async () => {
+    const out = join(tmp.dir, 'out2');
+    const r = await cli(['dedupe', corpus, '-o', out, '-q', '--min-chars', '100000']);
+    expect(r.code, r.stderr).toBe(0);
+    for (const f of files(corpus)) expect(readText(join(out, f)), f).toBe(readText(join(corpus, f)));
+    expect(readFileSync(join(out, 'ctxdedup/archive.jsonl.gz'))[0]).toBe(0x1f);
+  });
+});
+
+describe('single inputs and stdin', () => {
+  const conversation = (): unknown => {
+    const big = 'x'.repeat(300);
+    return {
+      messages: [
+        { role: 'user', content: big },
+        { role: 'assistant', content: 'ok' },
+        { role: 'user', content: big },
+      ],
+    };
+  };
+
+  it('reads - from stdin and writes stdout, report on stderr', async () => {
+    const r = await cli(['dedupe', '-'], JSON.stringify(conversation()));
+    expect(r.code, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout) as { messages: { content: string }[] };
+    expect(out.messages[0]?.content).toMatch(TAG);
+    expect(out.messages[2]?.content).toBe('x'.repeat(300));
+    expect(r.stderr).toContain('1 exact');
+  });
+
+  it('detects gzip on stdin and JSONL without an extension', async () => {
+    const pool = makePool(1);
+    const rand = rng(1);
+    const lines = `${[0, 1, 2].map((i) => sessionRecord(makeSession(rand, pool, 30), `s${i}`)).join('\n')}\n`;
+    const r = await cli(['dedupe', '-', '--json', '-o', join(tmp.dir, 'stdin-out.jsonl')], gzipSync(Buffer.from(lines)));
+    expect(r.code, r.stderr).toBe(0);
+    const report = JSON.parse(r.stdout) as DedupeReport;
+    expect(report.formats['sessions-jsonl']?.sessions).toBe(3);
+    expect(readFileSync(join(tmp.dir, 'stdin-out.jsonl'), 'utf8').split('\n')).toHaveLength(4);
+  });
+
+  it('--keep latest replaces the earlier copy, --recency-window protects the tail', async () => {
+    const file = join(tmp.dir, 'one.json');
+    writeFileSync(file, JSON.stringify(conversation()));
+    const latest = JSON.parse((await cli(['dedupe', file])).stdout) as { messages: { content: string }[] };
+    expect(latest.messages[0]?.content).toMatch(TAG);
+    const earliest = JSON.parse((await cli(['dedupe', file, '--keep', 'earliest'])).stdout) as { messages: { content: string }[] };
+    expect(earliest.messages[2]?.content).toMatch(TAG);
+    const windowed = JSON.parse((await cli(['dedupe', file, '--keep', 'earliest', '--recency-window', '1'])).stdout) as { messages: { content: string }[] };
+    expect(windowed.messages[2]?.content).toBe('x'.repeat(300));
+    const preserved = JSON.parse((await cli(['dedupe', file, '--preserve', 'user'])).stdout) as { messages: { content: string }[] };
+    expect(preserved.messages[0]?.content).toBe('x'.repeat(300));
+  });
+
+  it('restore matches a renamed single output by position', async () => {
+    const file = join(tmp.dir, 'two.json');
+    writeFileSync(file, `${JSON.stringify(toOpenAI(makeSession(rng(5), makePool(5), 40)), null, 2)}\n`);
+    const out = join(tmp.dir, 'two.dedup.json');
+    const v = join(tmp.dir, 'two.verbatim.jsonl.gz');
+    expect((await cli(['dedupe', file, '-o', out, '--verbatim', v, '-q'])).code).toBe(0);
+    expect(readFileSync(out, 'utf8')).not.toBe(readFileSync(file, 'utf8'));
+    const back = await cli(['restore', out, '--verbatim', v, '-q']);
+    expect(back.code, back.stderr).toBe(0);
+    expect(back.stdout).toBe(readFileSync(file, 'utf8'));
+  });
+});
+
+describe('cross-session', () => {
+  it('replaces a tool output already seen in an earlier session, exact only', async () => {
+    const out = 'tool output line\n'.repeat(30);
+    const a = { session: 'a', messages: [{ id: 'a1', index: 0, role: 'tool', content: out }] };
+    const b = {
+      session: 'b',
+      messages: [
+        { id: 'b1', index: 0, role: 'tool', content: out },
+        { id: 'b2', index: 1, role: 'user', content: out },
+      ],
+    };
+    const file = join(tmp.dir, 'cross.jsonl');
+    writeFileSync(file, `${JSON.stringify(a)}\n${JSON.stringify(b)}\n`);
+    const plain = await cli(['dedupe', file]);
+    expect(plain.stdout.split('\n')[0]).toBe(JSON.stringify(a));
+    const r = await cli(['dedupe', file, '--cross-session', '--keep', 'earliest']);
+    const [la, lb] = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as typeof a);
+    expect(la?.messages[0]?.content).toBe(out);
+    expect(lb?.messages[0]?.content).toBe(`[ctxdedup: duplicate of a#a1 — ${out.length} chars]`);
+    expect(lb?.messages[1]?.content).toMatch(TAG);
+  });
+});
+
+describe('errors and exit codes', () => {
+  it('malformed JSON reports file:line and exits 1, leaving no output', async () => {
+    const dir = join(tmp.dir, 'bad');
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'a.jsonl'), `${JSON.stringify({ session: 1, messages: [] })}\n{"session": 2, "messages": [}\n`);
+    writeFileSync(join(dir, 'b.json'), '{\n  "messages": [\n    {"role": "user" "content": "x"}\n  ]\n}\n');
+    const out = join(tmp.dir, 'bad-out');
+    const r = await cli(['dedupe', dir, '-o', out]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/a\.jsonl:2: malformed JSON/);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+    expect(existsSync(join(out, 'a.jsonl'))).toBe(false);
+
+    const b = await cli(['dedupe', join(dir, 'b.json'), '--dry-run']);
+    expect(b.code).toBe(1);
+    expect(b.stderr).toMatch(/b\.json:3: malformed JSON.*column 21/);
+
+    const skip = await cli(['dedupe', dir, '-o', out, '--on-error', 'skip', '--json']);
+    expect(skip.code, skip.stderr).toBe(0);
+    const report = JSON.parse(skip.stdout) as DedupeReport;
+    expect(report.errorCount).toBe(2);
+    expect(report.errors[0]).toMatchObject({ line: 2 });
+    expect(readFileSync(join(out, 'a.jsonl'), 'utf8')).toBe(readFileSync(join(dir, 'a.jsonl'), 'utf8'));
+    expect(readFileSync(join(out, 'b.json'), 'utf8')).toBe(readFileSync(join(dir, 'b.json'), 'utf8'));
+  });
+
+  it('a JSON file without messages is a data error', async () => {
+    const file = join(tmp.dir, 'not-a-transcript.json');
+    writeFileSync(file, '{"name": "x"}');
+    const r = await cli(['dedupe', file, '--dry-run']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('not a transcript');
+  });
+
+  it.each([
+    [['dedupe', '--nope', 'x']],
+    [['dedupe']],
+    [['dedupe', '/definitely/missing.json']],
+    [['dedupe', 'examples', '--threshold', '1.5']],
+    [['dedupe', 'examples', '--keep', 'middle']],
+    [['dedupe', 'examples', '--min-chars', '-1']],
+    [['dedupe', 'examples', '--dry-run', '--min-chars', '5000000000']],
+    [['dedupe', 'examples/sample-transcript.json', 'examples/sample-transcript.json']],
+    [['dedupe', '-', '--json']],
+    [['frobnicate']],
+    [['restore', 'examples']],
+  ])('usage error %j exits 2 without a stack trace', async (args) => {
+    const r = await cli(args);
+    expect(r.code).toBe(2);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+    expect(r.stderr.length).toBeGreaterThan(0);
+  });
+
+  it('--help and --version exit 0', async () => {
+    expect((await cli(['--version'])).code).toBe(0);
+    const help = await cli(['dedupe', '--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain('--cross-session');
+  });
+});
+
+describe('report and progress', () => {
+  it('writes a self-contained HTML report with a chart', async () => {
+    const html = join(tmp.dir, 'report.html');
+    const r = await cli(['dedupe', corpus, '--dry-run', '--report', html, '-q']);
+    expect(r.code, r.stderr).toBe(0);
+    const page = readFileSync(html, 'utf8');
+    expect(page).toContain('<svg');
+    expect(page).toContain('Top repeated contents');
+    expect(page).not.toMatch(/<script|src="http|href="http/);
+  });
+
+  it('draws progress only when asked (non-TTY) and never with --quiet', async () => {
+    const silent = await cli(['dedupe', corpus, '--dry-run']);
+    expect(silent.stderr).toBe('');
+    const shown = await cli(['dedupe', corpus, '--dry-run', '--progress']);
+    expect(shown.stderr).toMatch(/\r\x1b\[2Kctxdedup \[#+-*\] +\d+% .* sessions/);
+    const quiet = await cli(['dedupe', corpus, '--dry-run', '--progress', '-q']);
+    expect(quiet.stderr).toBe('');
+    expect(quiet.stdout).toBe('');
+  });
+});
+
+/** Every file under `dir` (symlinks as `-> target`), with its bytes: what a run must not change. */
+function snapshot(dir: string): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const e of readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    const full = join(e.parentPath, e.name);
+    if (e.isSymbolicLink()) out.set(relative(dir, full), `-> ${readlinkSync(full)}`);
+    else if (e.isFile()) out.set(relative(dir, full), readFileSync(full).toString('base64'));
+  }
+  return out;
+}
+
+describe('outputs never alias an input or each other (issue 12, item 1)', () => {
+  let dir: string;
+  const conversation = JSON.stringify({
+    messages: [
+      { role: 'user', content: 'y'.repeat(300) },
+      { role: 'assistant', content: 'ok' },
+      { role: 'user', content: 'y'.repeat(300) },
+    ],
+  });
+
+  beforeAll(async () => {
+    dir = join(tmp.dir, 'alias');
+    mkdirSync(join(dir, 'tree'), { recursive: true });
+    mkdirSync(join(dir, 'real'));
+    writeFileSync(join(dir, 'in.json'), conversation);
+    writeFileSync(join(dir, 'tree', 'a.json'), conversation);
+    writeFileSync(join(dir, 'tree', 'b.json'), conversation);
+    symlinkSync(join(dir, 'in.json'), join(dir, 'link.json'));
+    symlinkSync('real', join(dir, 'linkdir'));
+    linkSync(join(dir, 'in.json'), join(dir, 'hard.json'));
+    // A mirror whose entry for a.json is a symlink to the input b.json.
+    mkdirSync(join(dir, 'mirror'));
+    symlinkSync(join(dir, 'tree', 'b.json'), join(dir, 'mirror', 'a.json'));
+    // A deduplicated file and its verbatim file, for restore.
+    const r = await cli(['dedupe', join(dir, 'in.json'), '-o', join(dir, 'd.json'), '--verbatim', join(dir, 'v.jsonl'), '-q']);
+    expect(r.code, r.stderr).toBe(0);
+  });
+
+  const at = (p: string): string => join(dir, p);
+  it.each([
+    ['--verbatim is the input', ['dedupe', 'in.json', '-o', 'o.json', '--verbatim', 'in.json']],
+    ['--report is the input', ['dedupe', 'in.json', '-o', 'o.json', '--report', 'in.json']],
+    ['--report is the input (dry run)', ['dedupe', 'in.json', '--dry-run', '--report', 'in.json']],
+    ['-o is the target of an input symlink', ['dedupe', 'link.json', '-o', 'in.json']],
+    ['-o is a symlink to the input', ['dedupe', 'in.json', '-o', 'link.json']],
+    ['-o is a hard link to the input', ['dedupe', 'in.json', '-o', 'hard.json']],
+    ['--verbatim is a file of an input directory', ['dedupe', 'tree', '-o', 'out', '--verbatim', 'tree/a.json']],
+    ['a mirrored output is a symlink to another input', ['dedupe', 'tree', '-o', 'mirror']],
+    ['--verbatim is -o', ['dedupe', 'in.json', '--verbatim', 'o.json', '-o', 'o.json']],
+    ['--report is -o', ['dedupe', 'in.json', '-o', 'o.json', '--verbatim', 'o.jsonl', '--report', 'o.json']],
+    ['--report is --verbatim through a symlinked folder', ['dedupe', 'in.json', '-o', 'o.json', '--verbatim', 'real/x.jsonl', '--report', 'linkdir/x.jsonl']],
+    ['--verbatim is a directory', ['dedupe', 'in.json', '-o', 'o.json', '--verbatim', 'real']],
+    ['restore: -o is its --verbatim input', ['restore', 'd.json', '--verbatim', 'v.jsonl', '-o', 'v.jsonl']],
+    ['restore: -o is its input', ['restore', 'd.json', '--verbatim', 'v.jsonl', '-o', 'd.json']],
+  ])('%s: usage error, nothing written', async (_name, args) => {
+    const before = snapshot(dir);
+    const r = await cli(args.map((a, i) => (i === 0 || a.startsWith('-') ? a : at(a))));
+    expect(r.stderr).toMatch(/^ctxdedup: .+\n$/);
+    expect(r.code, r.stderr).toBe(2);
+    expect(snapshot(dir)).toEqual(before);
+  });
+
+  it('an output reached through symlinks is written at its real path, and the links stay', async () => {
+    const target = join(dir, 'real', 'target.json');
+    writeFileSync(target, 'old');
+    symlinkSync(target, join(dir, 'out-link.json'));
+    const r = await cli(['dedupe', join(dir, 'in.json'), '-o', join(dir, 'out-link.json'), '--verbatim', join(dir, 'linkdir', 'target.verbatim.jsonl'), '-q']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(readlinkSync(join(dir, 'out-link.json'))).toBe(target);
+    expect(readFileSync(target, 'utf8')).toMatch(TAG_IN_JSON);
+    expect(existsSync(join(dir, 'real', 'target.verbatim.jsonl'))).toBe(true);
+    expect(readlinkSync(join(dir, 'linkdir'))).toBe('real');
+  });
+
+  it('a failed run commits no output, and earlier outputs stay as they were', async () => {
+    const bad = join(dir, 'bad');
+    mkdirSync(bad);
+    writeFileSync(join(bad, 'a.json'), conversation);
+    writeFileSync(join(bad, 'b.jsonl'), `${JSON.stringify({ session: 's', messages: [] })}\n`);
+    const out = join(dir, 'bad-out');
+    const v = join(dir, 'bad.verbatim.jsonl');
+    expect((await cli(['dedupe', bad, '-o', out, '--verbatim', v, '-q'])).code).toBe(0);
+    const before = snapshot(dir);
+    // Now b.jsonl is malformed: a.json was processed first, but nothing may be committed.
+    writeFileSync(join(bad, 'b.jsonl'), '{"session": "s", "messages": [}\n');
+    writeFileSync(
+      join(bad, 'a.json'),
+      JSON.stringify({
+        messages: [
+          { role: 'user', content: 'z'.repeat(300) },
+          { role: 'user', content: 'z'.repeat(300) },
+        ],
+      }),
+    );
+    const r = await cli(['dedupe', bad, '-o', out, '--verbatim', v, '-q']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/b\.jsonl:1: malformed JSON/);
+    const after = snapshot(dir);
+    for (const f of ['bad-out/a.json', 'bad-out/b.jsonl', 'bad.verbatim.jsonl']) expect(after.get(f), f).toBe(before.get(f));
+    expect([...after.keys()].filter((f) => f.includes('.tmp'))).toEqual([]);
+  });
+});
+
+describe('CLI faults (issue 12, item 8)', () => {
+  it.each([['--jobs'], ['-j'], ['--concurrency']])('%s is bounded to an integer in [1, 256]', async (flag) => {
+    for (const bad of ['1e9', '257', '4294967297', '0', '1.5', 'x']) {
+      const r = await cli(['dedupe', 'examples/corpus', '--dry-run', flag, bad]);
+      expect(r.code, `${flag} ${bad}`).toBe(2);
+      expect(r.stderr).toMatch(/must be an integer from 1 to 256/);
+    }
+  });
+
+  it('a truncated gzip input names the file', async () => {
+    const dir = join(tmp.dir, 'truncated');
+    mkdirSync(dir);
+    const whole = gzipSync(Buffer.from(`${JSON.stringify({ session: 's', messages: [{ role: 'user', content: 'q'.repeat(5000) }] })}\n`.repeat(20)));
+    const cut = whole.subarray(0, whole.length - 20);
+    writeFileSync(join(dir, 'cut.jsonl.gz'), cut);
+    writeFileSync(join(dir, 'cut-noext'), cut);
+    for (const [args, stdin, name] of [
+      [['dedupe', join(dir, 'cut.jsonl.gz'), '--dry-run'], '', 'cut.jsonl.gz'],
+      [['dedupe', join(dir, 'cut-noext'), '--dry-run', '--format', 'sessions-jsonl'], '', 'cut-noext'],
+      [['dedupe', '-', '--dry-run'], cut, '-'],
+    ] as const) {
+      const r = await cli([...args], stdin);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toMatch(new RegExp(`^ctxdedup: (.*/)?${name.replace(/[.]/g, '\\.')}: .*unexpected end of file.*\\n$`));
+    }
+    // The verbatim file restore reads is an input too.
+    const file = join(dir, 'one.json');
+    writeFileSync(
+      file,
+      JSON.stringify({
+        messages: [
+          { role: 'user', content: 'w'.repeat(300) },
+          { role: 'user', content: 'w'.repeat(300) },
+        ],
+      }),
+    );
+    const v = join(dir, 'one.verbatim.jsonl.gz');
+    expect((await cli(['dedupe', file, '-o', join(dir, 'one.out.json'), '--verbatim', v, '-q'])).code).toBe(0);
+    const bytes = readFileSync(v);
+    writeFileSync(v, bytes.subarray(0, bytes.length - 10));
+    const r = await cli(['restore', join(dir, 'one.out.json'), '--verbatim', v]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^ctxdedup: .*one\.verbatim\.jsonl\.gz: .*unexpected end of file.*\n$/);
+  });
+
+  it('an input that exists but cannot be read is named with the reason, not "not found"', async () => {
+    const dir = join(tmp.dir, 'loop');
+    mkdirSync(dir);
+    symlinkSync(join(dir, 'b.json'), join(dir, 'a.json'));
+    symlinkSync(join(dir, 'a.json'), join(dir, 'b.json'));
+    const r = await cli(['dedupe', join(dir, 'a.json'), '--dry-run']);
+    expect(r.stderr).toMatch(/^ctxdedup: .*a\.json: ELOOP.*\n$/);
+    expect(r.code).toBe(1);
+  });
+
+  it('--on-error skip and restore round-trip byte-exact, malformed inputs included', async () => {
+    const dir = join(tmp.dir, 'skip-rt');
+    mkdirSync(dir);
+    const big = 'r'.repeat(400);
+    const record = (s: string): string =>
+      JSON.stringify({
+        session: s,
+        messages: [
+          { role: 'user', content: big },
+          { role: 'assistant', content: 'ok' },
+          { role: 'user', content: big },
+        ],
+      });
+    writeFileSync(join(dir, 'a.jsonl'), [record('s1'), '{"session": "s2", "messages": [}', '{"session": "no messages"}', record('s3'), ''].join('\n'));
+    writeFileSync(join(dir, 'b.json'), '{\n  "messages": [\n    {"role": "user" "content": "x"}\n  ]\n}\n');
+    writeFileSync(join(dir, 'c.json'), '{"name": "not a transcript"}');
+    const event = (t: string): string => JSON.stringify({ type: 'user', sessionId: 'ag', message: { role: 'user', content: t } });
+    writeFileSync(join(dir, 'd-agent.jsonl'), `${[event(big), '{"type": "user", "message": ', event(big), event('short')].join('\n')}\n`);
+    const out = join(tmp.dir, 'skip-rt-out');
+    const v = join(tmp.dir, 'skip-rt.verbatim.jsonl');
+    const d = await cli(['dedupe', dir, '-o', out, '--verbatim', v, '--on-error', 'skip', '--json']);
+    expect(d.code, d.stderr).toBe(0);
+    expect((JSON.parse(d.stdout) as DedupeReport).errorCount).toBe(5);
+    expect(readFileSync(join(out, 'a.jsonl'), 'utf8')).toMatch(TAG_IN_JSON);
+    const back = join(tmp.dir, 'skip-rt-back');
+    const r = await cli(['restore', out, '--verbatim', v, '-o', back]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(files(back)).toEqual(files(dir));
+    for (const f of files(dir)) expect(readFileSync(join(back, f)).equals(readFileSync(join(dir, f))), f).toBe(true);
+
+    // A single file, renamed by -o, round-trips too.
+    const single = join(tmp.dir, 'skip-rt-single.jsonl');
+    const sv = join(tmp.dir, 'skip-rt-single.verbatim.jsonl');
+    expect((await cli(['dedupe', join(dir, 'a.jsonl'), '-o', single, '--verbatim', sv, '--on-error', 'skip', '-q'])).code).toBe(0);
+    const rs = await cli(['restore', single, '--verbatim', sv, '-q']);
+    expect(rs.code, rs.stderr).toBe(0);
+    expect(rs.stdout).toBe(readFileSync(join(dir, 'a.jsonl'), 'utf8'));
+
+    // A malformed line the verbatim file does not list is still an error.
+    writeFileSync(single, `${readFileSync(single, 'utf8')}{broken\n`);
+    const tampered = await cli(['restore', single, '--verbatim', sv, '-q']);
+    expect(tampered.code).toBe(1);
+    expect(tampered.stderr).toMatch(/skip-rt-single\.jsonl:5: malformed JSON/);
+  });
+});

@@ -1,0 +1,100 @@
+/**
+ * Building an error message never throws (issue 12): `describe` and `show` render any value, and
+ * the errors that show a caller's value name their path even for BigInts, cycles, symbols and
+ * null-prototype objects, instead of failing with "Do not know how to serialize a BigInt".
+ */
+import fc from 'fast-check';
+import { describe as suite, expect, it } from 'vitest';
+import { describe, show } from '../../src/validation.js';
+import { tokenCounter } from '../../src/index.js';
+import { IngestIndex } from '../../src/ingest/index.js';
+import { InMemoryStore, MemoryDeduplicator, hashedEmbedding } from '../../src/memory/index.js';
+import { startServer } from '../../src/server/index.js';
+import { unsafe } from '../support/assertions.js';
+
+function hostile(): unknown[] {
+  const cyclic: Record<string, unknown> = {};
+  cyclic['self'] = cyclic;
+  const { proxy, revoke } = Proxy.revocable({}, {});
+  revoke();
+  const throwing = {
+    toJSON(): never {
+      throw new Error('toJSON says no');
+    },
+  };
+  const getter = Object.defineProperty({}, 'x', {
+    enumerable: true,
+    get(): never {
+      throw new Error('getter says no');
+    },
+  });
+  return [10n, { n: 10n }, [1n], cyclic, proxy, throwing, getter, Object.create(null), Symbol('s'), () => 1, undefined, null, NaN, -0, 'x'.repeat(10_000)];
+}
+
+suite('describe and show', () => {
+  it('never throw, whatever the value', () => {
+    for (const value of hostile()) {
+      expect(typeof describe(value)).toBe('string');
+      expect(typeof show(value)).toBe('string');
+    }
+    fc.assert(
+      fc.property(
+        fc.anything({
+          withBigInt: true,
+          withBoxedValues: true,
+          withMap: true,
+          withSet: true,
+          withNullPrototype: true,
+          withTypedArray: true,
+          withSparseArray: true,
+        }),
+        (value) => {
+          expect(typeof describe(value)).toBe('string');
+          expect(show(value).length).toBeLessThanOrEqual(120);
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it('render values readably', () => {
+    const [big, nested, , cyclic, revoked] = hostile();
+    expect(show(big)).toBe('10n');
+    expect(show(nested)).toBe('an object');
+    expect(show(cyclic)).toBe('an object');
+    expect(describe(revoked)).toBe('an object');
+    expect(show('a"b')).toBe('"a\\"b"');
+    expect(show(Symbol('s'))).toBe('Symbol(s)');
+    expect(show({ a: [1, 'x'] })).toBe('{"a":[1,"x"]}');
+    expect(show(() => 1)).toBe('a function');
+    expect(show(undefined)).toBe('undefined');
+    expect(show('x'.repeat(500))).toHaveLength(120);
+  });
+});
+
+suite('errors that show a value name their path (any value)', () => {
+  it('MemoryDeduplicator.deduplicateAll({ linkage: 10n }) names options.linkage', async () => {
+    const dedup = new MemoryDeduplicator({ store: new InMemoryStore() });
+    await expect(dedup.deduplicateAll({ linkage: unsafe(10n) })).rejects.toThrow(new TypeError("options.linkage must be 'single' or 'complete', got 10n"));
+    const cyclic: Record<string, unknown> = {};
+    cyclic['self'] = cyclic;
+    await expect(dedup.deduplicateAll({ linkage: unsafe(cyclic) })).rejects.toThrow(
+      new TypeError("options.linkage must be 'single' or 'complete', got an object"),
+    );
+  });
+
+  it('hashedEmbedding(5) is rejected: options must be an object', () => {
+    expect(() => hashedEmbedding(unsafe(5))).toThrow(new TypeError('options must be an object, got a number'));
+    expect(() => hashedEmbedding(unsafe(null))).toThrow(new TypeError('options must be an object, got null'));
+    expect(hashedEmbedding({ dim: 8 }).dim).toBe(8);
+  });
+
+  it('tokenCounter, IngestIndex.open and startServer render odd values', async () => {
+    expect(() => tokenCounter(unsafe(Object.create(null)))).toThrow(/^encoding must be one of .*, got \{\}$/);
+    await expect(IngestIndex.open({ hashing: unsafe(10n) })).rejects.toThrow(new TypeError("options.hashing must be 'native' or 'js', got 10n"));
+    await expect(startServer({ port: unsafe(Symbol('p')) })).rejects.toThrow(new RangeError('options.port must be an integer in [0, 65535], got Symbol(p)'));
+    await expect(startServer({ port: 8080, maxBody: unsafe(Object.create(null)) })).rejects.toThrow(
+      new RangeError('options.maxBody must be a positive integer (bytes), got {}'),
+    );
+  });
+});
