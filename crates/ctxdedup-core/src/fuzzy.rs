@@ -420,6 +420,33 @@ pub const LAZY_MAX_PARTICIPANTS: usize = 256;
 /// Units read to find a message's fingerprint before reading all of it.
 const FINGERPRINT_READ: usize = 2048;
 
+/// Reads the fingerprint line ids of content `index` into `ids` (cleared first): its first
+/// [`FINGERPRINT_LINES`] normalized lines, or all its lines if it has fewer. Reads a prefix of
+/// `first_read` units, and a prefix eight times longer each time that holds too few complete
+/// lines, so a message is usually read only as far as its fingerprint goes.
+fn fingerprint_ids<S: Utf16Source>(
+    src: &S,
+    index: usize,
+    first_read: usize,
+    interner: &mut LineInterner,
+    scratch: &mut LineScratch,
+    ids: &mut Vec<u32>,
+) {
+    let len = src.len_of(index);
+    let mut read = first_read;
+    loop {
+        ids.clear();
+        let whole = len <= read;
+        src.with_prefix(index, read, |units| {
+            line_ids(units, whole, FINGERPRINT_LINES, interner, scratch, ids);
+        });
+        if ids.len() == FINGERPRINT_LINES || whole {
+            return;
+        }
+        read = read.saturating_mul(8);
+    }
+}
+
 /// Connected components (size >= 2) of the match graph over `participants` (ascending indices).
 pub fn fuzzy_groups<S: Utf16Source>(
     src: &S,
@@ -449,32 +476,15 @@ fn lazy_groups<S: Utf16Source>(src: &S, participants: &[usize], threshold: f64) 
     let mut ids: Vec<u32> = Vec::new();
     let mut members: Vec<FuzzyMember> = Vec::with_capacity(participants.len());
     for &index in participants {
-        ids.clear();
         let raw_len = src.len_of(index);
-        let whole = raw_len <= FINGERPRINT_READ;
-        src.with_prefix(index, FINGERPRINT_READ, |units| {
-            line_ids(
-                units,
-                whole,
-                FINGERPRINT_LINES,
-                &mut interner,
-                &mut scratch,
-                &mut ids,
-            );
-        });
-        if ids.len() < FINGERPRINT_LINES && !whole {
-            ids.clear();
-            src.with_units(index, |units| {
-                line_ids(
-                    units,
-                    true,
-                    FINGERPRINT_LINES,
-                    &mut interner,
-                    &mut scratch,
-                    &mut ids,
-                );
-            });
-        }
+        fingerprint_ids(
+            src,
+            index,
+            FINGERPRINT_READ,
+            &mut interner,
+            &mut scratch,
+            &mut ids,
+        );
         // Fewer than two lines in the fingerprint: fewer than two lines at all.
         if ids.len() < 2 {
             continue;
@@ -558,27 +568,14 @@ fn with_possible_candidates<S: Utf16Source>(src: &S, participants: &[usize]) -> 
         Vec::with_capacity(participants.len());
     let mut lens: Vec<u8> = Vec::with_capacity(participants.len());
     for &index in participants {
-        ids.clear();
-        let len = src.len_of(index);
-        let mut read = FINGERPRINT_FIRST_READ;
-        loop {
-            let whole = len <= read;
-            src.with_prefix(index, read, |units| {
-                line_ids(
-                    units,
-                    whole,
-                    FINGERPRINT_LINES,
-                    &mut interner,
-                    &mut scratch,
-                    &mut ids,
-                );
-            });
-            if ids.len() == FINGERPRINT_LINES || whole {
-                break;
-            }
-            ids.clear();
-            read = read.saturating_mul(8);
-        }
+        fingerprint_ids(
+            src,
+            index,
+            FINGERPRINT_FIRST_READ,
+            &mut interner,
+            &mut scratch,
+            &mut ids,
+        );
         if ids.len() < 2 {
             fingerprints.push(None);
             lens.push(0);
