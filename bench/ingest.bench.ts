@@ -328,10 +328,10 @@ async function openLoop(url: string, path: string, body: () => string, seconds: 
 function serverP99(before: string, after: string): number | undefined {
   const buckets = (metrics: string): Map<string, number> =>
     new Map(
-      [...metrics.matchAll(/^ctxdedup_http_request_duration_seconds_bucket\{route="\/v1\/namespaces\/:ns\/items",le="([^"]+)"\} (\d+)$/gm)].map((m) => [
-        m[1]!,
-        Number(m[2]),
-      ]),
+      // Label order carries no meaning (prom-client prints `le` first).
+      [...metrics.matchAll(/^ctxdedup_http_request_duration_seconds_bucket\{([^}]*)\} (\d+)$/gm)]
+        .filter((m) => m[1]!.split(',').includes('route="/v1/namespaces/:ns/items"'))
+        .map((m) => [/(?:^|,)le="([^"]+)"/.exec(m[1]!)![1]!, Number(m[2])]),
     );
   const start = buckets(before);
   const delta = [...buckets(after)].map(([le, count]) => [le, count - (start.get(le) ?? 0)] as const);

@@ -1,6 +1,7 @@
 /**
  * The optional peer packages: SQLite (better-sqlite3), Redis (ioredis), ChromaDB (chromadb),
- * Fastify (fastify) and ONNX Runtime (onnxruntime-node). `ctxdedup` does not depend on them; the
+ * Fastify (fastify) with prom-client, ONNX Runtime (onnxruntime-node) and Hugging Face
+ * tokenizers.js (@huggingface/tokenizers). `ctxdedup` does not depend on them; the
  * store, server or embedder that needs one loads it on first use, and a missing one is reported
  * as one clear error saying what to install. Importing `ctxdedup` loads none of them.
  * @internal
@@ -14,11 +15,13 @@ import { createRequire } from 'node:module';
  * @internal
  */
 export const OPTIONAL_PEERS = {
+  '@huggingface/tokenizers': '^0.2.0',
   'better-sqlite3': '^12.11.1',
   chromadb: '^3.5.0',
   fastify: '^5.12.8',
   ioredis: '^6.0.0',
   'onnxruntime-node': '>=1.20.0',
+  'prom-client': '^15.1.3',
 } as const;
 
 /** What a peer's install needs to know, added to the missing-peer error. */

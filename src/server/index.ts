@@ -9,7 +9,7 @@
  *   NDJSON) and nothing of it is recorded.
  * - `POST /v1/messages/dedupe`: `{ messages, options? }` through {@link dedupeMessagesAsync},
  *   statelessly.
- * - `GET /healthz` (never authenticated), `GET /metrics` (Prometheus text).
+ * - `GET /healthz` (never authenticated), `GET /metrics` (Prometheus text, by prom-client).
  *
  * With a token, every route but `/healthz` needs `Authorization: Bearer <token>` (401 otherwise).
  * Without one, the server listens only on a loopback address unless `allowUnauthenticated` is set.
@@ -22,6 +22,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { isIPv4 } from 'node:net';
 import type { default as Fastify, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type * as PromClient from 'prom-client';
 import { describe, show } from '../validation.js';
 import { requirePeer } from '../optional.js';
 import {
@@ -215,7 +216,7 @@ function isValidationError(error: unknown): boolean {
 /**
  * Starts the server and resolves once it listens.
  * @throws TypeError / RangeError for bad options; Error if the store cannot be opened or the port is taken,
- *   or if the optional package fastify (or the store's: better-sqlite3, ioredis) is not installed.
+ *   or if the optional packages fastify and prom-client (or the store's: better-sqlite3, ioredis) are not installed.
  */
 export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
   const host = options.host ?? '127.0.0.1';
@@ -250,8 +251,9 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     );
   }
   const expected = options.token === undefined ? undefined : tokenDigest(options.token);
-  // Before the index opens: a missing Fastify must not leave a store open.
+  // Before the index opens: a missing Fastify or prom-client must not leave a store open.
   const fastify = requirePeer<typeof Fastify>('fastify', 'the server (ctxdedup/server, ctxdedup serve)');
+  const prom = requirePeer<typeof PromClient>('prom-client', 'the server (ctxdedup/server, ctxdedup serve)');
 
   const index =
     options.store instanceof IngestIndex
@@ -264,7 +266,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
           ...(options.nearDuplicates === undefined ? {} : { nearDuplicates: options.nearDuplicates }),
           ...(options.namespaces === undefined ? {} : { namespaces: options.namespaces }),
         });
-  const metrics = new ServerMetrics();
+  const metrics = new ServerMetrics(prom);
   const app = fastify({
     logger: options.logger ?? false,
     bodyLimit: maxBody,
@@ -338,7 +340,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
 
   app.get('/healthz', async () => ({ status: 'ok', store: index.store.kind }));
 
-  app.get('/metrics', async (_request, reply) => reply.type('text/plain; version=0.0.4; charset=utf-8').send(metrics.render()));
+  app.get('/metrics', async (_request, reply) => reply.type(metrics.contentType).send(await metrics.render()));
 
   app.post<{ Params: { ns: string } }>('/v1/namespaces/:ns/items', async (request, reply) => {
     const body: unknown = request.body;
@@ -364,7 +366,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
         const message = (error as Error).message;
         throw new HttpError(400, 'INVALID_INPUT', lines ? withLine(message, lines) : message);
       }
-      metrics.storeErrors.value++;
+      metrics.recordStoreError();
       request.log.error(error);
       return reply.code(503).send({ error: `store error, nothing recorded: ${(error as Error).message}`, code: 'STORE_ERROR' });
     }
@@ -374,10 +376,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       if (r.status === 'new') fresh++;
       else if (r.match === 'near') near++;
     }
-    metrics.itemsNew.value += fresh;
-    metrics.itemsDuplicate.value += results.length - fresh;
-    metrics.itemsNearDuplicate.value += near;
-    metrics.batches.value++;
+    metrics.recordBatch(fresh, results.length - fresh, near);
     return { results, new: fresh, duplicate: results.length - fresh, nearDuplicate: near };
   });
 
@@ -388,7 +387,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     }
     const { messages, options } = Array.isArray(body) ? { messages: body, options: undefined } : (body as { messages?: unknown; options?: unknown });
     const result = await dedupeMessagesAsync(messages as Message[], options as DedupeMessagesOptions | undefined);
-    metrics.messagesDeduped.value++;
+    metrics.recordMessagesDedupe();
     return result;
   });
 

@@ -179,9 +179,9 @@ describe("import 'ctxdedup'", () => {
   });
 });
 
-/** The built package, its dependencies and this platform's addon, without the optional peers. */
-function installWithoutPeers(): string {
-  const pkg = join(tmp.dir, 'no-peers', 'node_modules', 'ctxdedup');
+/** The built package, its dependencies and this platform's addon, without the optional peers but `peers`. */
+function installWithoutPeers(name = 'no-peers', peers: string[] = []): string {
+  const pkg = join(tmp.dir, name, 'node_modules', 'ctxdedup');
   mkdirSync(pkg, { recursive: true });
   // Nothing above the layout may hold packages, or the peers could be found there.
   for (let dir = dirname(dirname(dirname(pkg))); ; dir = dirname(dir)) {
@@ -190,20 +190,20 @@ function installWithoutPeers(): string {
   }
   cpSync(join(ROOT, 'package.json'), join(pkg, 'package.json'));
   cpSync(join(ROOT, 'dist'), join(pkg, 'dist'), { recursive: true });
-  const modules = join(tmp.dir, 'no-peers', 'node_modules');
-  for (const dep of Object.keys(MANIFEST.dependencies)) symlinkSync(join(ROOT, 'node_modules', dep), join(modules, dep), 'dir');
+  const modules = join(tmp.dir, name, 'node_modules');
+  for (const dep of [...Object.keys(MANIFEST.dependencies), ...peers]) symlinkSync(join(ROOT, 'node_modules', dep), join(modules, dep), 'dir');
   for (const name of readdirSync(join(ROOT, 'npm'))) {
     const addon = join(ROOT, 'npm', name, `ctxdedup.${name}.node`);
     if (existsSync(addon)) cpSync(join(ROOT, 'npm', name), join(modules, `ctxdedup-${name}`), { recursive: true });
   }
-  return join(tmp.dir, 'no-peers');
+  writeFileSync(join(tmp.dir, name, 'package.json'), '{ "name": "app", "private": true, "type": "module" }\n');
+  return join(tmp.dir, name);
 }
 
 describe('without the optional peers installed', () => {
   let project: string;
   beforeAll(() => {
     project = installWithoutPeers();
-    writeFileSync(join(project, 'package.json'), '{ "name": "app", "private": true, "type": "module" }\n');
   });
 
   function missing(peer: string): RegExp {
@@ -257,6 +257,26 @@ console.log(JSON.stringify([result.stats.exactDuplicates, second.decision, inges
     expect(code).toBe('CTXDEDUP_MISSING_PEER');
     // Nothing was created on the way to the error.
     expect(readdirSync(project).sort()).toEqual(['node_modules', 'package.json']);
+  });
+
+  // Features that need two peers name the missing one when the other is installed.
+  it.each([
+    [
+      'onnxEmbedding',
+      '@huggingface/tokenizers',
+      'onnxruntime-node',
+      "const { onnxEmbedding } = await import('ctxdedup/memory'); await onnxEmbedding({ modelDir: 'model' });",
+    ],
+    ['startServer', 'prom-client', 'fastify', "const { startServer } = await import('ctxdedup/server'); await startServer({ store: 'memory', port: 0 });"],
+  ])('%s says to install %s when %s is there', (_feature, peer, other, body) => {
+    const dir = installWithoutPeers(`only-${other}`, [other]);
+    const script = `try { ${body} console.log('no error'); } catch (error) { console.log(JSON.stringify({ message: error.message, code: error.code })); }`;
+    const { stdout, packages } = packagesLoaded(dir, script);
+    const { message, code } = JSON.parse(stdout) as { message: string; code: string };
+    expect(message).toMatch(missing(peer));
+    expect(code).toBe('CTXDEDUP_MISSING_PEER');
+    expect(packages).toContain(other);
+    expect(readdirSync(dir).sort()).toEqual(['node_modules', 'package.json']);
   });
 
   it('the CLI dedupes without them, and serve / memories say what to install', () => {

@@ -153,9 +153,69 @@ describe('ctxdedup serve routes (in-process, real HTTP on 127.0.0.1)', () => {
     expect(text).toMatch(/^ctxdedup_ingest_items_total\{status="new"\} [1-9]\d*$/m);
     expect(text).toMatch(/^ctxdedup_ingest_items_total\{status="duplicate"\} [1-9]\d*$/m);
     expect(text).toMatch(/^ctxdedup_store_errors_total 0$/m);
-    expect(text).toMatch(/^ctxdedup_http_request_duration_seconds_bucket\{route="\/v1\/namespaces\/:ns\/items",le="\+Inf"\} \d+$/m);
+    // prom-client prints a bucket's `le` before the series' labels (label order carries no meaning).
+    expect(text).toMatch(/^ctxdedup_http_request_duration_seconds_bucket\{le="\+Inf",route="\/v1\/namespaces\/:ns\/items"\} \d+$/m);
     expect(text).toMatch(/^ctxdedup_http_requests_total\{route="\/v1\/namespaces\/:ns\/items",method="POST",status="400"\} \d+$/m);
     expect(text).toMatch(/# TYPE ctxdedup_http_request_duration_seconds histogram/);
+  });
+});
+
+describe('metrics', () => {
+  /** The samples of a /metrics text, by name and labels as printed (`name{a="b"}`). */
+  async function scrape(url: string): Promise<{ contentType: string | null; samples: Map<string, number> }> {
+    const response = await fetch(`${url}/metrics`);
+    expect(response.status).toBe(200);
+    const samples = new Map<string, number>();
+    for (const line of (await response.text()).split('\n')) {
+      const match = /^([a-z_]+(?:\{[^}]*\})?) (\S+)$/.exec(line);
+      if (match) samples.set(match[1]!, Number(match[2]));
+    }
+    return { contentType: response.headers.get('content-type'), samples };
+  }
+
+  it('move after requests, per server: each server has its own registry, not the global one', async () => {
+    const [one, two] = await Promise.all([startServer({ port: 0, store: 'memory' }), startServer({ port: 0, store: 'memory' })]);
+    try {
+      const before = await scrape(one.url);
+      expect(before.contentType).toBe('text/plain; version=0.0.4; charset=utf-8');
+      for (const name of [
+        'ctxdedup_ingest_items_total{status="new"}',
+        'ctxdedup_ingest_items_total{status="duplicate"}',
+        'ctxdedup_ingest_near_duplicates_total',
+        'ctxdedup_ingest_batches_total',
+        'ctxdedup_store_errors_total',
+        'ctxdedup_messages_dedupe_requests_total',
+      ]) {
+        expect(before.samples.get(name), name).toBe(0);
+      }
+      const send = (path: string, body: unknown): Promise<Response> =>
+        fetch(`${one.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      expect((await send('/v1/namespaces/m/items', [{ content: 'a' }, { content: 'a' }, { content: 'b' }])).status).toBe(200);
+      expect((await send('/v1/namespaces/m/items', [{ content: 'b' }])).status).toBe(200);
+      expect((await send('/v1/namespaces/m/items', [{ content: 1 }])).status).toBe(400);
+      expect((await send('/v1/messages/dedupe', { messages: [{ id: 'x', role: 'user', content: 'hi' }] })).status).toBe(200);
+      const after = (await scrape(one.url)).samples;
+      expect(after.get('ctxdedup_ingest_items_total{status="new"}')).toBe(2);
+      expect(after.get('ctxdedup_ingest_items_total{status="duplicate"}')).toBe(2);
+      expect(after.get('ctxdedup_ingest_batches_total')).toBe(2);
+      expect(after.get('ctxdedup_messages_dedupe_requests_total')).toBe(1);
+      const items = 'route="/v1/namespaces/:ns/items"';
+      expect(after.get(`ctxdedup_http_requests_total{${items},method="POST",status="200"}`)).toBe(2);
+      expect(after.get(`ctxdedup_http_requests_total{${items},method="POST",status="400"}`)).toBe(1);
+      // The first scrape is counted too.
+      expect(after.get('ctxdedup_http_requests_total{route="/metrics",method="GET",status="200"}')).toBe(1);
+      expect(after.get(`ctxdedup_http_request_duration_seconds_count{${items}}`)).toBe(3);
+      expect(after.get(`ctxdedup_http_request_duration_seconds_bucket{le="+Inf",${items}}`)).toBe(3);
+      expect(after.get(`ctxdedup_http_request_duration_seconds_bucket{le="10",${items}}`)).toBe(3);
+      // The other server counted nothing of it, and nothing went to prom-client's default registry.
+      const other = (await scrape(two.url)).samples;
+      expect(other.get('ctxdedup_ingest_items_total{status="new"}')).toBe(0);
+      expect(other.get(`ctxdedup_http_request_duration_seconds_count{${items}}`)).toBeUndefined();
+      const { register } = await import('prom-client');
+      expect(await register.metrics()).not.toMatch(/ctxdedup_/);
+    } finally {
+      await Promise.all([one.close(), two.close()]);
+    }
   });
 });
 
