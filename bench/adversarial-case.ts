@@ -44,7 +44,7 @@ function main(): void {
   let exact: number;
   let fuzzy: number;
   if (engine === 'native') {
-    const result = dedupeMessages(messages, { fuzzy: true, threshold: 0.85 });
+    const result = dedupeMessages(messages, { near: true, threshold: 0.85 });
     exact = result.stats.exactDuplicates;
     fuzzy = result.stats.nearDuplicates;
   } else {

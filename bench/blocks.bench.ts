@@ -34,9 +34,9 @@ const HERE = dirname(fileURLToPath(import.meta.url));
 const SEED = 42;
 
 const EXACT: DedupeMessagesOptions = {};
-const FUZZY: DedupeMessagesOptions = { fuzzy: true };
+const FUZZY: DedupeMessagesOptions = { near: true };
 const BLOCKS: DedupeMessagesOptions = { keep: 'earliest', blocks: true };
-const FUZZY_ONLY: DedupeMessagesOptions = { exact: false, fuzzy: true };
+const FUZZY_ONLY: DedupeMessagesOptions = { exact: false, near: true };
 const BLOCKS_ONLY: DedupeMessagesOptions = { keep: 'earliest', exact: false, blocks: true };
 
 function clone<T>(value: T): T {
@@ -138,7 +138,7 @@ async function speedRows(count: number, counters: { js: RefTokenCounter; native:
       blocksOnly,
       fuzzyOnly,
       mc,
-      `baseline = dedupeMessages({ exact: false, fuzzy: true }) (${formatNumber(mc / (fuzzyOnly / 1000))} MB/s), not JS; ratio >= 1: blocks at least as fast; median of ${runs}`,
+      `baseline = dedupeMessages({ exact: false, near: true }) (${formatNumber(mc / (fuzzyOnly / 1000))} MB/s), not JS; ratio >= 1: blocks at least as fast; median of ${runs}`,
     ),
   );
   const exactBlocks = coldMs(fresh, (m) => dedupeMessages(m, BLOCKS), runs);
@@ -150,7 +150,7 @@ async function speedRows(count: number, counters: { js: RefTokenCounter; native:
       exactBlocks,
       exactFuzzy,
       mc,
-      `baseline = dedupeMessages({ fuzzy: true }) (${formatNumber(mc / (exactFuzzy / 1000))} MB/s), not JS; median of ${runs}`,
+      `baseline = dedupeMessages({ near: true }) (${formatNumber(mc / (exactFuzzy / 1000))} MB/s), not JS; median of ${runs}`,
     ),
   );
   const jsMs = coldMs(fresh, (m) => refDedupeBlocks(m, counters.js), jsRuns);

@@ -28,11 +28,11 @@ export async function engine(messages, options) {
   const preserve = new Set(options.preserve ?? ['system']);
   const start = messages.length;
   const exact = ref.refAnalyzeDuplicates(messages, start, preserve);
-  const fuzzy = options.fuzzy ? ref.refAnalyzeFuzzyDuplicates(messages, start, preserve, exact, options.threshold ?? 0.85) : new Map();
+  const fuzzy = options.near ? ref.refAnalyzeFuzzyDuplicates(messages, start, preserve, exact, options.threshold ?? 0.85) : new Map();
   const decisions = [];
   for (const [kind, annotations] of [
     ['exact', exact],
-    ['fuzzy', fuzzy],
+    ['near', fuzzy],
   ]) {
     for (const [index, a] of annotations) {
       const keepId = messages[a.duplicateOfIndex].id;

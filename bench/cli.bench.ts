@@ -50,7 +50,7 @@ interface ChildResult {
 /** What a run deduplicates: exact, exact + fuzzy, or exact + blocks with `--keep earliest`. */
 type Mode = 'exact' | 'fuzzy' | 'blocks';
 
-const MODE_ARGS: Record<Mode, string[]> = { exact: [], fuzzy: ['--fuzzy'], blocks: ['--keep', 'earliest', '--blocks'] };
+const MODE_ARGS: Record<Mode, string[]> = { exact: [], fuzzy: ['--near'], blocks: ['--keep', 'earliest', '--blocks'] };
 
 async function child(engine: string, mode: Mode, jobs: string, corpus: string, out: string): Promise<void> {
   const { run } = (await import(pathToFileURL(join(ROOT, 'dist', 'cli', 'run.js')).href)) as typeof import('../src/cli/run.js');

@@ -87,7 +87,7 @@ async function runSize(count: number): Promise<BenchRow[]> {
     `${SUITE}: ${label} exact`,
     [
       ['cce analyzeDuplicates', () => analyzeDuplicates(messages, n, PRESERVE)],
-      ['dedupeMessages fuzzy:false', () => dedupeMessages(messages, { fuzzy: false })],
+      ['dedupeMessages fuzzy:false', () => dedupeMessages(messages, { near: false })],
       ['reference', () => refAnalyzeDuplicates(messages, n, PRESERVE)],
       ['reference djb2', () => refAnalyzeDuplicatesDjb2(messages, n, PRESERVE)],
     ],
@@ -150,11 +150,11 @@ async function runSize(count: number): Promise<BenchRow[]> {
   let lastReference: PairResult | undefined;
   const fuzzyCases: Array<[string, () => unknown]> = [
     ['cce exact+fuzzy', () => (lastNative = nativePair(messages))],
-    ['dedupeMessages fuzzy:true', () => dedupeMessages(messages, { fuzzy: true, threshold: THRESHOLD })],
+    ['dedupeMessages fuzzy:true', () => dedupeMessages(messages, { near: true, threshold: THRESHOLD })],
     ['reference', () => (lastReference = referencePair(messages))],
   ];
   if (count === 10_000) {
-    fuzzyCases.splice(2, 0, ['dedupeMessagesAsync fuzzy:true', () => dedupeMessagesAsync(messages, { fuzzy: true, threshold: THRESHOLD })]);
+    fuzzyCases.splice(2, 0, ['dedupeMessagesAsync fuzzy:true', () => dedupeMessagesAsync(messages, { near: true, threshold: THRESHOLD })]);
   }
   const fuzzy = await measure(`${SUITE}: ${label} exact+fuzzy`, fuzzyCases, count >= 100_000 ? HEAVY_OPTIONS : DEFAULT_OPTIONS);
   const found = verify(label, lastNative, lastReference);
@@ -280,7 +280,7 @@ function latencyCases(inputs: readonly string[], label: string, megaChars: numbe
       `${label} exact: dedupeMessages vs djb2 reference, per call`,
       latency(
         inputs,
-        (m) => dedupeMessages(m, { fuzzy: false }),
+        (m) => dedupeMessages(m, { near: false }),
         (m) => refAnalyzeDuplicatesDjb2(m, m.length, PRESERVE),
       ),
       megaChars,
@@ -289,7 +289,7 @@ function latencyCases(inputs: readonly string[], label: string, megaChars: numbe
     latencyRow(`${label} exact+fuzzy: cce pair vs reference pair, per call`, latency(inputs, pair, refPair), megaChars, calls),
     latencyRow(
       `${label} exact+fuzzy: dedupeMessages vs reference pair, per call`,
-      latency(inputs, (m) => dedupeMessages(m, { fuzzy: true, threshold: THRESHOLD }), refPair),
+      latency(inputs, (m) => dedupeMessages(m, { near: true, threshold: THRESHOLD }), refPair),
       megaChars,
       calls,
     ),

@@ -126,3 +126,15 @@ export function optionalStrings(value: unknown, path: string, fallback: readonly
   }
   return value as string[];
 }
+
+/**
+ * The value of an option that has a deprecated alias: `value` (validated, at `path`) or, when it
+ * is absent, `aliasValue` (validated, at `aliasPath`). Both given must agree: one never silently
+ * overrides the other.
+ */
+export function aliased<T>(value: T | undefined, path: string, aliasValue: T | undefined, aliasPath: string): T | undefined {
+  if (aliasValue === undefined) return value;
+  if (value === undefined) return aliasValue;
+  if (!Object.is(value, aliasValue)) typeError(aliasPath, `is a deprecated alias of ${path} and disagrees with it: ${show(aliasValue)} vs ${show(value)}`);
+  return value;
+}

@@ -20,12 +20,14 @@ import type { PathStep, Unit } from './mapping.js';
 export interface AdapterOptions {
   /**
    * Block dedup (runs of repeated lines become references): `true`, `false` or the stage's block
-   * options. Default `true`, or `false` when `fuzzy` is on (the two cannot be combined).
+   * options. Default `true`, or `false` when `near` is on (the two cannot be combined).
    */
   blocks?: DedupeMessagesOptions['blocks'];
   /** Near-duplicate pass (opt-in, lossy for the model: turns blocks off). Default `false`. */
+  near?: boolean;
+  /** @deprecated Use `near` (the same switch; both given must be equal). */
   fuzzy?: boolean;
-  /** Fuzzy threshold in [0, 1]. Default `0.85`. */
+  /** Near-duplicate threshold in [0, 1]. Default `0.85`. */
   threshold?: number;
   /** Texts shorter than this (UTF-16 code units) are left alone. Default `200`. */
   minChars?: number;
@@ -37,7 +39,7 @@ export interface AdapterOptions {
 const PRESERVE = ['system', 'developer'];
 
 /** Option names passed on to the stage. */
-const FORWARDED = ['fuzzy', 'threshold', 'minChars', 'reference'] as const;
+const FORWARDED = ['near', 'fuzzy', 'threshold', 'minChars', 'reference'] as const;
 
 /**
  * The message stage as the adapters run it: keep earliest, blocks on unless turned off.
@@ -48,9 +50,9 @@ export function runStage(messages: Message[], options: AdapterOptions | undefine
   const o = (options ?? {}) as Record<string, unknown>;
   const stage: Record<string, unknown> = { preserve: PRESERVE };
   for (const name of FORWARDED) if (Object.hasOwn(o, name) && o[name] !== undefined) stage[name] = o[name];
-  // Blocks are on by default; the fuzzy pass cannot be combined with them, so asking for fuzzy
-  // alone turns them off (asking for both is the stage's TypeError).
-  const blockOption = Object.hasOwn(o, 'blocks') && o['blocks'] !== undefined ? o['blocks'] : o['fuzzy'] !== true;
+  // Blocks are on by default; the near pass cannot be combined with them, so asking for near
+  // duplicates alone turns them off (asking for both is the stage's TypeError).
+  const blockOption = Object.hasOwn(o, 'blocks') && o['blocks'] !== undefined ? o['blocks'] : o['near'] !== true && o['fuzzy'] !== true;
   return dedupeMessages(messages, { ...stage, keep: 'earliest', blocks: blockOption } as DedupeMessagesOptions);
 }
 

@@ -36,7 +36,7 @@ import type { StringEdit } from './splice.js';
 export interface EngineDecision {
   /** Index of the replaced message. */
   index: number;
-  kind: 'exact' | 'fuzzy' | 'block';
+  kind: 'exact' | 'near' | 'block';
   /** The reference tag that replaces it (`block`: the message's new content, references inside). */
   tag: string;
   /** Its length minus the tag's. */
@@ -111,7 +111,7 @@ export interface DedupeOutcome {
 
 /** Stage options of the settings. */
 export function stageOptions(s: DedupeSettings): DedupeMessagesOptions {
-  return { keep: s.keep, fuzzy: s.fuzzy, threshold: s.threshold, minChars: s.minChars, recencyWindow: s.recencyWindow, preserve: s.preserve, blocks: s.blocks };
+  return { keep: s.keep, near: s.fuzzy, threshold: s.threshold, minChars: s.minChars, recencyWindow: s.recencyWindow, preserve: s.preserve, blocks: s.blocks };
 }
 
 /**
@@ -143,7 +143,7 @@ export const stageEngine: DedupeEngine = async (messages, options) => {
  */
 const TAG_PARTS = {
   exact: DEFAULT_TEMPLATES.exact.split(/\{(id|keepId|chars|percent)\}/),
-  fuzzy: DEFAULT_TEMPLATES.fuzzy.split(/\{(id|keepId|chars|percent)\}/),
+  near: DEFAULT_TEMPLATES.near.split(/\{(id|keepId|chars|percent)\}/),
 };
 
 /** A reference tag in the stage's default wording (its `{id}`, `{keepId}`, `{chars}`, `{percent}` fill). */
@@ -193,7 +193,7 @@ export function nativeEngine(settings: DedupeSettings): DedupeEngine {
         ? unpack(analyzePacked(contents, lengths, blocked, options))
         : annotations(await native.analyzeMessagesAsync(contents, lengths, blocked, new Uint8Array(0), options));
     const out: EngineResult = { decisions: [], exact: 0, near: 0, keptInWindow: 0, blocks: 0, blockCharsSaved: 0 };
-    const decide = (a: Annotation, kind: 'exact' | 'fuzzy'): void => {
+    const decide = (a: Annotation, kind: 'exact' | 'near'): void => {
       if (inRecencyWindow(a.index, settings.recencyWindow, recencyStart)) {
         out.keptInWindow++;
         return;
@@ -206,7 +206,7 @@ export function nativeEngine(settings: DedupeSettings): DedupeEngine {
       else out.near++;
     };
     for (const a of exact) decide(a, 'exact');
-    for (const a of fuzzy) decide(a, 'fuzzy');
+    for (const a of fuzzy) decide(a, 'near');
     out.decisions.sort((x, y) => x.index - y.index);
     return out;
   };

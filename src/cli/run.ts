@@ -87,7 +87,8 @@ export async function run(argv: readonly string[], io: CliIO, hooks: RunHooks = 
     .option('-n, --dry-run', 'write nothing but the report', false)
     .option('--verbatim <file>', 'save the originals (JSONL) so `ctxdedup restore` can undo')
     .addOption(new Option('--keep <which>', 'which copy stays in full').choices(['latest', 'earliest']).default('latest'))
-    .option('--fuzzy', 'also replace near duplicates (multiset line Jaccard)', false)
+    .option('--near', 'also replace near duplicates (multiset line Jaccard)', false)
+    .option('--fuzzy', 'deprecated alias of --near', false)
     .option('--threshold <t>', 'near-duplicate similarity threshold in [0, 1]', fraction, 0.85)
     .option('--min-chars <n>', 'leave contents shorter than this alone', integer('--min-chars', 0), 200)
     .option('--recency-window <n>', 'never replace the last N messages of a session', integer('--recency-window', 0), 0)
@@ -115,7 +116,7 @@ export async function run(argv: readonly string[], io: CliIO, hooks: RunHooks = 
           dryRun: opts['dryRun'] as boolean,
           verbatim: opts['verbatim'] as string | undefined,
           keep: opts['keep'] as 'latest' | 'earliest',
-          fuzzy: opts['fuzzy'] as boolean,
+          fuzzy: (opts['near'] as boolean) || (opts['fuzzy'] as boolean),
           threshold: opts['threshold'] as number,
           minChars: opts['minChars'] as number,
           recencyWindow: opts['recencyWindow'] as number,

@@ -108,7 +108,9 @@ const dedupeMessages: CallSpec = {
       const stats = record(r['stats'], 'result.stats');
       const replaced = array(r['decisions'], 'result.decisions').map((d, i) => {
         const x = record(d, `result.decisions[${i}]`);
-        const entry: Projection = { index: x['index'], kind: x['kind'], duplicateOf: x['duplicateOfIndex'] };
+        // Format v1 vectors name a near-duplicate decision `fuzzy` (ctxdedup's old word for `near`).
+        const kind = x['kind'] === 'near' ? 'fuzzy' : x['kind'];
+        const entry: Projection = { index: x['index'], kind, duplicateOf: x['duplicateOfIndex'] };
         if (x['similarity'] !== undefined) entry['similarity'] = x['similarity'];
         // Block decisions also say which lines were replaced and which they point at.
         for (const key of ['lines', 'targetLines', 'numbered'] as const) if (x[key] !== undefined) entry[key] = x[key];

@@ -5,7 +5,7 @@
  * messages, decisions and markers, and expands a rewritten conversation from its output alone.
  * @module
  */
-import { describe, expectArray, expectObject, optionalNumber, rangeError, setOwn, show, typeError } from '../validation.js';
+import { aliased, describe, expectArray, expectObject, optionalNumber, rangeError, setOwn, show, typeError } from '../validation.js';
 import type { NativeBlockOptions, NativeBlocks } from '../native.js';
 import { native } from '../native.js';
 import { utf16 } from './message-analysis.js';
@@ -15,6 +15,11 @@ export interface BlockOptions {
   /** Minimum lines in a replaced run. Default `4`. */
   minLines?: number;
   /** Minimum characters (UTF-16 units, line breaks inside the run included) in a replaced run. Default `200`. */
+  minRunChars?: number;
+  /**
+   * @deprecated Use `minRunChars`: `minChars` names the message-level eligibility length
+   * everywhere else (`options.minChars`). Both given must be equal.
+   */
   minChars?: number;
   /**
    * `'auto'` (default): lines that start with a line number (`cat -n`, `nl`, `12→`, `12|`,
@@ -115,7 +120,10 @@ function template(value: unknown, path: string, fallback: string, numbered: bool
  * Validates `options.blocks` (`true`, `false`/`undefined`, or an object) against the other
  * options. Returns `undefined` when the block pass is off. @internal
  */
-export function resolveBlockOptions(option: unknown, context: { keep: unknown; fuzzy: boolean; recencyWindow: number }): ResolvedBlockOptions | undefined {
+export function resolveBlockOptions(
+  option: unknown,
+  context: { keep: unknown /** Path of the option that turned the near pass on, if it is on. */; near: string | undefined; recencyWindow: number },
+): ResolvedBlockOptions | undefined {
   if (option === undefined || option === false) return undefined;
   if (option !== true) expectObject(option, 'options.blocks');
   if (context.keep !== 'earliest') {
@@ -124,7 +132,9 @@ export function resolveBlockOptions(option: unknown, context: { keep: unknown; f
       `requires options.keep: 'earliest' (a reference must point at a copy already sent), got keep: ${show(context.keep ?? 'latest')}`,
     );
   }
-  if (context.fuzzy) typeError('options.blocks', 'cannot be combined with options.fuzzy (near-duplicate replacement is lossy and rewrites earlier messages)');
+  if (context.near !== undefined) {
+    typeError('options.blocks', `cannot be combined with ${context.near} (near-duplicate replacement is lossy and rewrites earlier messages)`);
+  }
   if (context.recencyWindow > 0) {
     rangeError(
       'options.blocks',
@@ -138,12 +148,22 @@ export function resolveBlockOptions(option: unknown, context: { keep: unknown; f
   const lookback = own('lookback');
   return {
     minLines: optionalNumber(own('minLines'), 'options.blocks.minLines', 4, { min: 1, max: 2 ** 32 - 1, integer: true }),
-    minChars: optionalNumber(own('minChars'), 'options.blocks.minChars', 200, { min: 0, max: 2 ** 32 - 1, integer: true }),
+    minChars:
+      aliased(
+        runChars(own('minRunChars'), 'options.blocks.minRunChars'),
+        'options.blocks.minRunChars',
+        runChars(own('minChars'), 'options.blocks.minChars'),
+        'options.blocks.minChars',
+      ) ?? 200,
     lineNumbers: lineNumbers === 'auto',
     lookback: lookback === undefined ? undefined : optionalNumber(lookback, 'options.blocks.lookback', 0, { min: 0, max: 2 ** 32 - 1, integer: true }),
     reference: template(own('reference'), 'options.blocks.reference', DEFAULT_BLOCK_TEMPLATES.reference, false),
     numberedReference: template(own('numberedReference'), 'options.blocks.numberedReference', DEFAULT_BLOCK_TEMPLATES.numberedReference, true),
   };
+}
+
+function runChars(value: unknown, path: string): number | undefined {
+  return value === undefined ? undefined : optionalNumber(value, path, 0, { min: 0, max: 2 ** 32 - 1, integer: true });
 }
 
 interface Identified {
@@ -254,7 +274,7 @@ function expandBlocks(content: string, marker: BlocksMarker, path: string, outpu
 /**
  * Rebuilds the original conversation from a deduplicated one alone, without the verbatim map:
  * every block reference's target lines are in the output, and a whole-message exact reference
- * names a message that is in it. Near-duplicate (fuzzy) replacements are lossy and cannot be
+ * names a message that is in it. Near-duplicate replacements are lossy and cannot be
  * expanded: use {@link restoreMessages} with the verbatim map for those.
  *
  * @throws TypeError if `messages` is not an array of messages; RangeError if a reference names a

@@ -1,5 +1,5 @@
 /**
- * Stage: message dedup, exact and fuzzy, with explained and reversible decisions.
+ * Stage: message dedup, exact and near, with explained and reversible decisions.
  *
  * Exact duplicates are eligible messages with the same content string; near duplicates are
  * linked by multiset line Jaccard (normalized lines, fingerprint and length-ratio filters) and
@@ -7,13 +7,14 @@
  * and the originals go to a verbatim map so {@link restoreMessages} gives the input back.
  *
  * Visible targets: a reference always points at a message that is in the output in full. The
- * exact pass runs first, and an exact group's kept copy takes part in the fuzzy pass; if it is
+ * exact pass runs first, and an exact group's kept copy takes part in the near pass; if it is
  * then replaced as a near duplicate, its exact copies refer to the near-duplicate group's kept
- * message instead (as `fuzzy` decisions, with its similarity), never to a tag. `ctxdedup/cce`
+ * message instead (as `near` decisions, with its similarity), never to a tag. `ctxdedup/cce`
  * keeps context-compression-engine's chains instead.
  * @module
  */
 import {
+  aliased,
   describe,
   expectArray,
   expectObject,
@@ -54,29 +55,34 @@ export interface Message {
   [field: string]: unknown;
 }
 
+/** How a whole message matched the one kept in full: the same content, or a near duplicate of it. */
+export type MatchKind = 'exact' | 'near';
+
 /** What a reference tag may say about the copy it stands for. */
 export interface ReferenceInfo {
-  kind: 'exact' | 'fuzzy';
+  kind: MatchKind;
   /** Id of the replaced message. */
   id: string;
   /** Id of the message kept in full. */
   keepId: string;
   /** Length of the replaced content (UTF-16 code units). */
   chars: number;
-  /** Fuzzy only: multiset line Jaccard against the kept message, in [0, 1]. */
+  /** Near only: multiset line Jaccard against the kept message, in [0, 1]. */
   similarity?: number;
 }
 
 /** Reference tag templates: `{id}`, `{keepId}`, `{chars}` and `{percent}` are filled in. */
 export interface ReferenceTemplates {
   exact?: string;
+  near?: string;
+  /** @deprecated Use `near` (the same template; both given must be equal). */
   fuzzy?: string;
 }
 
-/** Default reference tags. */
-export const DEFAULT_TEMPLATES: Required<ReferenceTemplates> = {
+/** Default reference tags, one per {@link MatchKind}. */
+export const DEFAULT_TEMPLATES: Readonly<Record<MatchKind, string>> = {
   exact: '[ctxdedup: duplicate of {keepId} — {chars} chars]',
-  fuzzy: '[ctxdedup: near-duplicate of {keepId} — {chars} chars, ~{percent}% match]',
+  near: '[ctxdedup: near-duplicate of {keepId} — {chars} chars, ~{percent}% match]',
 };
 
 /** Options of {@link dedupeMessages}. */
@@ -89,7 +95,9 @@ export interface DedupeMessagesOptions {
   keep?: 'latest' | 'earliest';
   /** Run the exact pass. Default `true`. */
   exact?: boolean;
-  /** Run the fuzzy (near-duplicate) pass. Default `false`. */
+  /** Run the near-duplicate pass. Default `false`. */
+  near?: boolean;
+  /** @deprecated Use `near` (the same switch; both given must be equal). */
   fuzzy?: boolean;
   /** Minimum multiset line Jaccard for near duplicates, in [0, 1]. Default `0.85`. */
   threshold?: number;
@@ -106,7 +114,7 @@ export interface DedupeMessagesOptions {
   /**
    * Block dedup (lossless): after the whole-message exact pass, runs of at least `minLines`
    * lines already sent earlier in the conversation (or above in the same message) become
-   * one-line references; new lines stay verbatim. Requires `keep: 'earliest'`, no `fuzzy` and
+   * one-line references; new lines stay verbatim. Requires `keep: 'earliest'`, no `near` and
    * no `recencyWindow`, so appending messages never changes bytes already produced. `true`
    * means the defaults ({@link BlockOptions}). Default `false`.
    */
@@ -118,14 +126,14 @@ export interface WholeMessageDecision {
   index: number;
   id: string;
   /**
-   * `exact`: the kept message has the same content. `fuzzy`: a near duplicate of it (also an
+   * `exact`: the kept message has the same content. `near`: a near duplicate of it (also an
    * exact copy of a message that was itself replaced as a near duplicate of it).
    */
-  kind: 'exact' | 'fuzzy';
+  kind: MatchKind;
   /** The message kept in full: never itself replaced, so the reference can be followed in the output. */
   duplicateOfIndex: number;
   duplicateOfId: string;
-  /** Fuzzy only: similarity to the kept message. */
+  /** Near only: similarity to the kept message. */
   similarity?: number;
   charsBefore: number;
   charsAfter: number;
@@ -166,7 +174,7 @@ export interface DedupeMessagesResult<M extends Message = Message> {
 
 /** Marker left in `metadata` of a message replaced whole. */
 export interface WholeMessageMarker {
-  kind: 'exact' | 'fuzzy';
+  kind: MatchKind;
   duplicateOf: string;
   similarity?: number;
   /** Block mode only: the original message had no `metadata` field ({@link expandMessages} removes it again). */
@@ -205,14 +213,16 @@ function referenceOf(option: unknown): (info: ReferenceInfo) => string {
   }
   if (option !== undefined) expectObject(option, 'options.reference');
   const given = (option ?? {}) as Record<string, unknown>;
-  const templates = { ...DEFAULT_TEMPLATES };
-  for (const kind of ['exact', 'fuzzy'] as const) {
-    // An absent or `undefined` template means the default, like every other option.
-    const template = Object.hasOwn(given, kind) ? given[kind] : undefined;
-    if (template === undefined) continue;
-    if (typeof template !== 'string') typeError(`options.reference.${kind}`, `must be a string, got ${describe(template)}`);
-    templates[kind] = template;
-  }
+  // An absent or `undefined` template means the default, like every other option.
+  const read = (key: string): string | undefined => {
+    const template = Object.hasOwn(given, key) ? given[key] : undefined;
+    if (template !== undefined && typeof template !== 'string') typeError(`options.reference.${key}`, `must be a string, got ${describe(template)}`);
+    return template;
+  };
+  const templates: Record<MatchKind, string> = {
+    exact: read('exact') ?? DEFAULT_TEMPLATES.exact,
+    near: aliased(read('near'), 'options.reference.near', read('fuzzy'), 'options.reference.fuzzy') ?? DEFAULT_TEMPLATES.near,
+  };
   return (info) => fill(templates[info.kind], info);
 }
 
@@ -234,8 +244,12 @@ function plan(messages: unknown, options: DedupeMessagesOptions | undefined): Pl
   const recencyWindow = optionalNumber(o['recencyWindow'], 'options.recencyWindow', 0, { min: 0, integer: true });
   const minChars = optionalNumber(o['minChars'], 'options.minChars', 200, { min: 0, max: 2 ** 32 - 1, integer: true });
   const threshold = optionalNumber(o['threshold'], 'options.threshold', 0.85, { min: 0, max: 1 });
-  const fuzzy = optionalBoolean(o['fuzzy'], 'options.fuzzy', false);
-  const blocks = resolveBlockOptions(o['blocks'], { keep: o['keep'], fuzzy, recencyWindow });
+  const nearOption = o['near'] === undefined ? undefined : optionalBoolean(o['near'], 'options.near', false);
+  const fuzzyOption = o['fuzzy'] === undefined ? undefined : optionalBoolean(o['fuzzy'], 'options.fuzzy', false);
+  const near = aliased(nearOption, 'options.near', fuzzyOption, 'options.fuzzy') ?? false;
+  // Errors name the switch the caller used.
+  const nearPath = nearOption === undefined && fuzzyOption !== undefined ? 'options.fuzzy' : 'options.near';
+  const blocks = resolveBlockOptions(o['blocks'], { keep: o['keep'], near: near ? nearPath : undefined, recencyWindow });
   // A snapshot: the async variant must not see changes the caller makes while it runs.
   const list = (messages as Message[]).slice();
   const recencyStart = recencyStartOf(list.length, recencyWindow);
@@ -248,7 +262,7 @@ function plan(messages: unknown, options: DedupeMessagesOptions | undefined): Pl
       keepEarliest: keep === 'earliest',
       recencyStart,
       exact: optionalBoolean(o['exact'], 'options.exact', true),
-      fuzzyThreshold: fuzzy ? threshold : undefined,
+      fuzzyThreshold: near ? threshold : undefined,
     },
     recencyWindow,
     recencyStart,
@@ -262,7 +276,7 @@ function apply<M extends Message>(p: Plan, { exact, fuzzy }: { exact: Annotation
   const verbatim: Record<string, M> = {};
   const decisions: MessageDecision[] = [];
   let keptInWindow = 0;
-  const replace = (a: Annotation, kind: 'exact' | 'fuzzy'): void => {
+  const replace = (a: Annotation, kind: MatchKind): void => {
     if (inRecencyWindow(a.index, p.recencyWindow, p.recencyStart)) {
       keptInWindow++;
       return;
@@ -292,7 +306,7 @@ function apply<M extends Message>(p: Plan, { exact, fuzzy }: { exact: Annotation
     decisions.push(decision);
   };
   for (const a of exact) replace(a, 'exact');
-  for (const a of fuzzy) replace(a, 'fuzzy');
+  for (const a of fuzzy) replace(a, 'near');
   decisions.sort((a, b) => a.index - b.index);
 
   const charsBefore = p.input.contents.reduce((sum, c) => sum + c.length, 0);
@@ -304,7 +318,7 @@ function apply<M extends Message>(p: Plan, { exact, fuzzy }: { exact: Annotation
     stats: {
       messages: p.messages.length,
       exactDuplicates: decisions.filter((d) => d.kind === 'exact').length,
-      nearDuplicates: decisions.filter((d) => d.kind === 'fuzzy').length,
+      nearDuplicates: decisions.filter((d) => d.kind === 'near').length,
       keptInWindow,
       charsBefore,
       charsAfter: charsBefore - charsSaved,
@@ -357,7 +371,7 @@ function withBlocks<M extends Message>(p: Plan, result: DedupeMessagesResult<M>,
  *   has the wrong type; RangeError if `threshold` is outside [0, 1] or NaN, or `recencyWindow` /
  *   `minChars` is negative or not an integer.
  * @example
- * const { messages, verbatim } = dedupeMessages(conversation, { keep: 'earliest', fuzzy: true });
+ * const { messages, verbatim } = dedupeMessages(conversation, { keep: 'earliest', near: true });
  * restoreMessages(messages, verbatim); // deep-equals conversation
  */
 export function dedupeMessages<M extends Message>(messages: readonly M[], options?: DedupeMessagesOptions): DedupeMessagesResult<M> {

@@ -67,7 +67,7 @@ describe('ctxdedup binary', () => {
       const corpus = join(tmp.dir, 'big.jsonl');
       const { sessions } = (await writeSessionsJsonl(corpus, mb * 1e6, { seed: 11 })) as { sessions: number };
       const out = join(tmp.dir, 'big-out.jsonl');
-      const r = ctxdedup(['dedupe', corpus, '-o', out, '--json', '--fuzzy']);
+      const r = ctxdedup(['dedupe', corpus, '-o', out, '--json', '--near']);
       expect(r.code, r.stderr).toBe(0);
       const report = JSON.parse(r.stdout) as { sessions: number; exactDuplicates: number; throughput: { peakRssMb: number; mbPerSec: number } };
       if (BIG) console.info(`ctxdedup ${mb} MB streaming run: ${JSON.stringify(report.throughput)}`);
@@ -87,7 +87,7 @@ describe('ctxdedup binary with worker threads', () => {
     await writeSessionsJsonl(corpus, 24e6, { seed: 5 });
     const runs = ['1', '2'].map((jobs) => {
       const out = join(tmp.dir, `jobs-${jobs}.jsonl`);
-      const r = ctxdedup(['dedupe', corpus, '-o', out, '--json', '--fuzzy', '--jobs', jobs]);
+      const r = ctxdedup(['dedupe', corpus, '-o', out, '--json', '--near', '--jobs', jobs]);
       expect(r.code, r.stderr).toBe(0);
       const { throughput, ...report } = JSON.parse(r.stdout) as { throughput: { bytesOut: number } };
       return { out, report, bytesOut: throughput.bytesOut };
@@ -230,7 +230,7 @@ describe.skipIf(!existsSync(CHROMIUM))('HTML report in headless Chromium', () =>
     const corpus = join(tmp.dir, 'corpus');
     writeSampleCorpus(corpus);
     const html = join(tmp.dir, 'report.html');
-    const r = ctxdedup(['dedupe', corpus, '--dry-run', '--fuzzy', '--cross-session', '--report', html, '-q']);
+    const r = ctxdedup(['dedupe', corpus, '--dry-run', '--near', '--cross-session', '--report', html, '-q']);
     expect(r.code, r.stderr).toBe(0);
     const shot = join(tmp.dir, 'report.png');
     const dom = execFileSync(

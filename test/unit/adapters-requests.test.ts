@@ -182,7 +182,7 @@ describe('dedupeOpenAIChat', () => {
     expect(e.message).toMatch(/^verbatim\["m[3-7][.0-9]*"\] names no text of the request/);
   });
 
-  it('is lossless with the fuzzy pass on', () => {
+  it('is lossless with the near pass on', () => {
     const request: OpenAIChatRequest = {
       messages: [
         { role: 'user', content: A },
@@ -190,7 +190,7 @@ describe('dedupeOpenAIChat', () => {
         { role: 'tool', tool_call_id: 'y', content: A },
       ],
     };
-    const { request: out, verbatim, report } = dedupeOpenAIChat(request, { fuzzy: true });
+    const { request: out, verbatim, report } = dedupeOpenAIChat(request, { near: true });
     expect(report.rewritten).toBe(2);
     expect(restoreOpenAIChat(out, verbatim)).toEqual(request);
   });
@@ -211,9 +211,9 @@ describe('block dedup through the request adapters', () => {
     expect(text.length).toBeLessThan(edited.length / 2);
     expect(report.rewritten).toBe(1);
     expect(restoreOpenAIChat(out, verbatim)).toEqual(request);
-    // Turned off, or replaced by the fuzzy pass (the two cannot be combined).
+    // Turned off, or replaced by the near pass (the two cannot be combined).
     expect(dedupeOpenAIChat(request, { blocks: false }).report.rewritten).toBe(0);
-    expect(thrown(() => dedupeOpenAIChat(request, { blocks: true, fuzzy: true }))).toBeInstanceOf(TypeError);
+    expect(thrown(() => dedupeOpenAIChat(request, { blocks: true, near: true }))).toBeInstanceOf(TypeError);
   });
 });
 

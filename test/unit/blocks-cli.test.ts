@@ -55,12 +55,12 @@ describe('CLI --blocks', () => {
     }
   });
 
-  it('--blocks needs --keep earliest and no --fuzzy or --recency-window: usage error, exit 2', async () => {
+  it('--blocks needs --keep earliest and no --near or --recency-window: usage error, exit 2', async () => {
     const { dir, cleanup } = tempDir();
     try {
       const input = join(dir, 's.json');
       writeFileSync(input, JSON.stringify(session()));
-      for (const extra of [[], ['--keep', 'earliest', '--fuzzy'], ['--keep', 'earliest', '--recency-window', '2']]) {
+      for (const extra of [[], ['--keep', 'earliest', '--near'], ['--keep', 'earliest', '--recency-window', '2']]) {
         const r = await cli(['dedupe', input, '--blocks', '--dry-run', ...extra]);
         expect(r.code).toBe(2);
         expect(r.stderr).toMatch(/options\.blocks/);

@@ -178,12 +178,12 @@ describe('block dedup: rules', () => {
 
   it('short runs and runs whose reference would not be shorter stay verbatim', () => {
     const tiny = ['a', 'b', 'c', 'd', 'e'].join('\n');
-    expect(blockDecisions(dedupeMessages([msg('x', tiny), msg('y', `${tiny}\nz`)], { keep: 'earliest', blocks: { minChars: 0 } }))).toEqual([]);
+    expect(blockDecisions(dedupeMessages([msg('x', tiny), msg('y', `${tiny}\nz`)], { keep: 'earliest', blocks: { minRunChars: 0 } }))).toEqual([]);
     const three = file(3).join('\n');
     expect(blockDecisions(dedupeMessages([msg('x', three), msg('y', `${three}\nz`)], BLOCKS))).toEqual([]);
-    expect(blockDecisions(dedupeMessages([msg('x', three), msg('y', `${three}\nz`)], { keep: 'earliest', blocks: { minLines: 3, minChars: 0 } }))).toHaveLength(
-      1,
-    );
+    expect(
+      blockDecisions(dedupeMessages([msg('x', three), msg('y', `${three}\nz`)], { keep: 'earliest', blocks: { minLines: 3, minRunChars: 0 } })),
+    ).toHaveLength(1);
   });
 
   it('lookback bounds how far back a reference points', () => {
@@ -243,13 +243,13 @@ describe('block dedup: rules', () => {
 });
 
 describe('block dedup: bad options', () => {
-  it('requires keep: earliest, no fuzzy, no recency window, and says why', () => {
+  it('requires keep: earliest, no near, no recency window, and says why', () => {
     let e = thrown(() => dedupeMessages([], { blocks: true }));
     expect(e).toBeInstanceOf(TypeError);
     expect(e.message).toMatch(/options\.blocks requires options\.keep: 'earliest'/);
-    e = thrown(() => dedupeMessages([], { keep: 'earliest', blocks: true, fuzzy: true }));
+    e = thrown(() => dedupeMessages([], { keep: 'earliest', blocks: true, near: true }));
     expect(e).toBeInstanceOf(TypeError);
-    expect(e.message).toMatch(/options\.blocks cannot be combined with options\.fuzzy/);
+    expect(e.message).toMatch(/options\.blocks cannot be combined with options\.near/);
     e = thrown(() => dedupeMessages([], { keep: 'earliest', blocks: true, recencyWindow: 2 }));
     expect(e).toBeInstanceOf(RangeError);
   });
@@ -258,7 +258,7 @@ describe('block dedup: bad options', () => {
     const bad: [unknown, RegExp][] = [
       [{ minLines: 0 }, /options\.blocks\.minLines/],
       [{ minLines: 1.5 }, /options\.blocks\.minLines/],
-      [{ minChars: -1 }, /options\.blocks\.minChars/],
+      [{ minRunChars: -1 }, /options\.blocks\.minRunChars/],
       [{ lookback: Number.NaN }, /options\.blocks\.lookback/],
       [{ lineNumbers: 'on' }, /options\.blocks\.lineNumbers/],
       ['yes', /options\.blocks/],
@@ -277,7 +277,7 @@ describe('block dedup: bad options', () => {
     expect(e).toBeInstanceOf(RangeError);
     expect(e.message).toMatch(/messages\[0\]\.metadata\.ctxdedup\.references .* names "m0", which is not in messages/);
     const long = file(30).join('\n');
-    const fuzzy = dedupeMessages([msg('a', long), msg('b', long.replace('value3 ', 'valueX '))], { fuzzy: true, keep: 'earliest' });
+    const fuzzy = dedupeMessages([msg('a', long), msg('b', long.replace('value3 ', 'valueX '))], { near: true, keep: 'earliest' });
     expect(fuzzy.stats.nearDuplicates).toBe(1);
     expect(thrown(() => expandMessages(fuzzy.messages)).message).toMatch(/lossy/);
   });
@@ -319,7 +319,7 @@ const conversation = fc.array(
 
 const blockOptions = fc.record({
   minLines: fc.integer({ min: 1, max: 5 }),
-  minChars: fc.integer({ min: 0, max: 120 }),
+  minRunChars: fc.integer({ min: 0, max: 120 }),
   lineNumbers: fc.constantFrom('auto', 'off') as fc.Arbitrary<'auto' | 'off'>,
 });
 

@@ -346,7 +346,7 @@ describe('robustness beyond CCE', () => {
     expect(fuzzy.size).toBe(0);
     // Same through the whole-conversation calls.
     expect(dedupe(messages, { fuzzyDedup: true, recencyWindow: 0 }).stats).toMatchObject({ messages_deduped: 0, messages_fuzzy_deduped: 0 });
-    expect(dedupeMessages(asMessages(messages), { fuzzy: true }).decisions).toEqual([]);
+    expect(dedupeMessages(asMessages(messages), { near: true }).decisions).toEqual([]);
   });
 
   it('(b) 3,000 mutually near-identical messages form one fuzzy group', () => {
@@ -368,7 +368,7 @@ describe('robustness beyond CCE', () => {
       expect(a.similarity).toBe(jaccard(normalizedLines(messages[index]?.content as string), keepLines));
     }
     // keep 'earliest' through the native API: everything refers to the first message.
-    const r = dedupeMessages(asMessages(messages), { fuzzy: true, keep: 'earliest' });
+    const r = dedupeMessages(asMessages(messages), { near: true, keep: 'earliest' });
     expect(r.stats.nearDuplicates).toBe(n - 1);
     expect(r.decisions.every((d) => d.duplicateOfIndex === 0)).toBe(true);
   });

@@ -71,7 +71,7 @@ describe('--jobs 1 and --jobs 2 agree byte for byte', () => {
     const exact = await both(corpus, [], 'sample-exact');
     expectSame(exact);
     expect(stable(exact.one).exactDuplicates).toBeGreaterThan(0);
-    const all = await both(corpus, ['--fuzzy', '--cross-session', '--keep', 'earliest'], 'sample-all');
+    const all = await both(corpus, ['--near', '--cross-session', '--keep', 'earliest'], 'sample-all');
     expectSame(all);
     expect(stable(all.one).crossSessionDuplicates).toBeGreaterThan(0);
   }, 120_000);
@@ -104,7 +104,7 @@ describe('--jobs 1 and --jobs 2 agree byte for byte', () => {
     writeFileSync(join(dir, 'e-archive.jsonl.gz'), gzipSync(Buffer.from(`${Array.from({ length: 10 }, (_, i) => record(300 + i)).join('\n')}\n`)));
     writeFileSync(join(dir, 'f-chat.json'), JSON.stringify(toOpenAI(makeSession(rand, pool, 30)), null, 4));
     writeFileSync(join(dir, 'g-bad.json'), '{\n  "messages": [\n    {"role": "user" "content": "x"}\n  ]\n}\n');
-    const runs = await both(dir, ['--on-error', 'skip', '--fuzzy', '--cross-session'], 'mixed');
+    const runs = await both(dir, ['--on-error', 'skip', '--near', '--cross-session'], 'mixed');
     expectSame(runs);
     const report = stable(runs.one);
     expect(report.errorCount).toBe(5);
@@ -138,8 +138,8 @@ describe('the CLI engine', () => {
     writeSampleCorpus(corpus, 77);
     const variants = [
       [],
-      ['--fuzzy', '--threshold', '0.6'],
-      ['--keep', 'earliest', '--recency-window', '3', '--fuzzy'],
+      ['--near', '--threshold', '0.6'],
+      ['--keep', 'earliest', '--recency-window', '3', '--near'],
       ['--min-chars', '50', '--preserve', 'system,user'],
     ];
     for (const [i, flags] of variants.entries()) {

@@ -53,7 +53,7 @@ afterAll(() => tmp.cleanup());
 
 describe('dedupe on the sample corpus', () => {
   it('reads every format and reports what it saved (dry run)', async () => {
-    const r = await cli(['dedupe', corpus, '--dry-run', '--json', '--fuzzy', '--keep', 'earliest']);
+    const r = await cli(['dedupe', corpus, '--dry-run', '--json', '--near', '--keep', 'earliest']);
     expect(r.code, r.stderr).toBe(0);
     const report = JSON.parse(r.stdout) as DedupeReport;
     expect(report.files).toBe(13);
@@ -73,7 +73,7 @@ describe('dedupe on the sample corpus', () => {
   it('writes a mirrored tree where only reference tags differ, and restore gives the bytes back', async () => {
     const out = join(tmp.dir, 'out1');
     const verbatim = join(tmp.dir, 'v1.jsonl');
-    const r = await cli(['dedupe', corpus, '-o', out, '--verbatim', verbatim, '--fuzzy', '--cross-session', '--keep', 'earliest', '-q']);
+    const r = await cli(['dedupe', corpus, '-o', out, '--verbatim', verbatim, '--near', '--cross-session', '--keep', 'earliest', '-q']);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toBe('');
     expect(files(out)).toEqual(files(corpus));

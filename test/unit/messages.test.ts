@@ -90,7 +90,7 @@ function checkResult<M extends Message>(input: readonly M[], result: DedupeMessa
       expect(Object.is(d.similarity, jaccard(normalizedLines(before), normalizedLines(keep.content as string)))).toBe(true);
     }
     const marker = out.metadata?.['ctxdedup'];
-    expect(marker).toEqual(d.kind === 'exact' ? { kind: 'exact', duplicateOf: keep.id } : { kind: 'fuzzy', duplicateOf: keep.id, similarity: d.similarity });
+    expect(marker).toEqual(d.kind === 'exact' ? { kind: 'exact', duplicateOf: keep.id } : { kind: 'near', duplicateOf: keep.id, similarity: d.similarity });
     // Every other field is kept; metadata is extended, not replaced.
     const { content: _c, metadata: _m, ...rest } = out;
     const { content: _oc, metadata: _om, ...originalRest } = original;
@@ -108,7 +108,7 @@ function checkResult<M extends Message>(input: readonly M[], result: DedupeMessa
   const charsSaved = decisions.reduce((sum, d) => sum + d.charsSaved, 0);
   expect(stats.messages).toBe(input.length);
   expect(stats.exactDuplicates).toBe(decisions.filter((d) => d.kind === 'exact').length);
-  expect(stats.nearDuplicates).toBe(decisions.filter((d) => d.kind === 'fuzzy').length);
+  expect(stats.nearDuplicates).toBe(decisions.filter((d) => d.kind === 'near').length);
   expect(stats.charsBefore).toBe(charsBefore);
   expect(stats.charsSaved).toBe(charsSaved);
   expect(stats.charsAfter).toBe(charsBefore - charsSaved);
@@ -135,10 +135,10 @@ interface OracleDecision {
  * similarity (its content is the target's). Annotated messages in the window stay in full.
  */
 function visibleTargets(annotations: OracleDecision[], inWindow: (i: number) => boolean): OracleDecision[] {
-  const near = new Map(annotations.filter((a) => a.kind === 'fuzzy' && !inWindow(a.index)).map((a) => [a.index, a]));
+  const near = new Map(annotations.filter((a) => a.kind === 'near' && !inWindow(a.index)).map((a) => [a.index, a]));
   return annotations.map((a) => {
     const via = a.kind === 'exact' ? near.get(a.of) : undefined;
-    return via === undefined ? a : { index: a.index, kind: 'fuzzy', of: via.of, similarity: via.similarity };
+    return via === undefined ? a : { index: a.index, kind: 'near', of: via.of, similarity: via.similarity };
   });
 }
 
@@ -154,13 +154,13 @@ function checkAgainstOracle(input: readonly Message[], result: DedupeMessagesRes
     keep: options.keep ?? 'latest',
     recencyStart,
     exact: options.exact ?? true,
-    threshold: options.fuzzy === true ? (options.threshold ?? 0.85) : undefined,
+    threshold: options.near === true ? (options.threshold ?? 0.85) : undefined,
   });
   const inWindow = (i: number): boolean => recencyWindow > 0 && i >= recencyStart;
   const expected = visibleTargets(
     [
       ...exact.map((a) => ({ index: a.index, kind: 'exact', of: a.duplicateOfIndex, similarity: undefined as number | undefined })),
-      ...fuzzy.map((a) => ({ index: a.index, kind: 'fuzzy', of: a.duplicateOfIndex, similarity: a.similarity })),
+      ...fuzzy.map((a) => ({ index: a.index, kind: 'near', of: a.duplicateOfIndex, similarity: a.similarity })),
     ],
     inWindow,
   )
@@ -325,7 +325,7 @@ describe('dedupeMessages: exact', () => {
       msg('f', A),
       msg('g', A),
     ];
-    const r = checkResult(input, dedupeMessages(input, { fuzzy: true, minChars: 0 }));
+    const r = checkResult(input, dedupeMessages(input, { near: true, minChars: 0 }));
     expect(r.decisions.map((d) => d.index)).toEqual([5]);
     expect(r.stats.charsBefore).toBe(2 * A.length);
   });
@@ -351,7 +351,7 @@ describe('dedupeMessages: exact', () => {
     const input = [msg('a', A, { metadata: { k: 1 } }), msg('b', B), msg('c', A), msg('d', text('beta', 12).replace('line 3', 'LINE 3'))];
     const copy = structuredClone(input);
     const refs = input.slice();
-    dedupeMessages(input, { fuzzy: true });
+    dedupeMessages(input, { near: true });
     expect(input).toStrictEqual(copy);
     input.forEach((m, i) => expect(m).toBe(refs[i]));
   });
@@ -365,8 +365,8 @@ describe('dedupeMessages: exact', () => {
 
   it('round-trips through JSON', () => {
     const input = [msg('a', A), msg('b', B, { metadata: { x: [1, 2] } }), msg('c', A), msg('d', text('beta').replace('line 2', 'line two'))];
-    const r = dedupeMessages(input, { fuzzy: true, keep: 'earliest', threshold: 0.8 });
-    expect(r.decisions.map((d) => d.kind)).toEqual(['exact', 'fuzzy']);
+    const r = dedupeMessages(input, { near: true, keep: 'earliest', threshold: 0.8 });
+    expect(r.decisions.map((d) => d.kind)).toEqual(['exact', 'near']);
     const wire = JSON.parse(JSON.stringify({ messages: r.messages, verbatim: r.verbatim })) as { messages: Message[]; verbatim: Record<string, Message> };
     expect(restoreMessages(wire.messages, wire.verbatim)).toEqual(input);
   });
@@ -405,71 +405,71 @@ describe('dedupeMessages: fuzzy', () => {
 
   it('finds a near duplicate and explains it (similarity, percent, own length)', () => {
     const input = [msg('m0', baseText), msg('m1', other), msg('m2', editedText)];
-    const r = checkResult(input, dedupeMessages(input, { fuzzy: true }));
+    const r = checkResult(input, dedupeMessages(input, { near: true }));
     expect(r.decisions).toHaveLength(1);
     const d = r.decisions[0] as MessageDecision;
-    expect(d).toMatchObject({ index: 0, id: 'm0', kind: 'fuzzy', duplicateOfIndex: 2, duplicateOfId: 'm2', charsBefore: baseText.length });
+    expect(d).toMatchObject({ index: 0, id: 'm0', kind: 'near', duplicateOfIndex: 2, duplicateOfId: 'm2', charsBefore: baseText.length });
     expect(d.similarity).toBe(19 / 21);
     expect(r.messages[0]?.content).toBe(`[ctxdedup: near-duplicate of m2 — ${baseText.length} chars, ~90% match]`);
-    expect(r.messages[0]?.metadata).toEqual({ ctxdedup: { kind: 'fuzzy', duplicateOf: 'm2', similarity: 19 / 21 } });
+    expect(r.messages[0]?.metadata).toEqual({ ctxdedup: { kind: 'near', duplicateOf: 'm2', similarity: 19 / 21 } });
     expect(r.stats.nearDuplicates).toBe(1);
     expect(r.stats.exactDuplicates).toBe(0);
-    checkAgainstOracle(input, r, { fuzzy: true });
+    checkAgainstOracle(input, r, { near: true });
   });
 
   it('is off by default, and honours the threshold (inclusive)', () => {
     const input = [msg('m0', baseText), msg('m2', editedText)];
     expect(dedupeMessages(input).decisions).toEqual([]);
-    expect(dedupeMessages(input, { fuzzy: true, threshold: 19 / 21 }).decisions).toHaveLength(1);
-    expect(dedupeMessages(input, { fuzzy: true, threshold: 0.91 }).decisions).toEqual([]);
-    expect(dedupeMessages(input, { fuzzy: true, threshold: 1 }).decisions).toEqual([]);
-    expect(dedupeMessages(input, { fuzzy: true, threshold: 0 }).decisions).toHaveLength(1);
+    expect(dedupeMessages(input, { near: true, threshold: 19 / 21 }).decisions).toHaveLength(1);
+    expect(dedupeMessages(input, { near: true, threshold: 0.91 }).decisions).toEqual([]);
+    expect(dedupeMessages(input, { near: true, threshold: 1 }).decisions).toEqual([]);
+    expect(dedupeMessages(input, { near: true, threshold: 0 }).decisions).toHaveLength(1);
   });
 
   it("keep: 'earliest' for fuzzy groups", () => {
     const input = [msg('m0', baseText), msg('m1', other), msg('m2', editedText)];
-    const r = checkResult(input, dedupeMessages(input, { fuzzy: true, keep: 'earliest' }));
-    expect(r.decisions.map((d) => [d.index, d.duplicateOfIndex, d.kind])).toEqual([[2, 0, 'fuzzy']]);
+    const r = checkResult(input, dedupeMessages(input, { near: true, keep: 'earliest' }));
+    expect(r.decisions.map((d) => [d.index, d.duplicateOfIndex, d.kind])).toEqual([[2, 0, 'near']]);
   });
 
   it('exact and fuzzy together: exact copies are exact decisions when their keep target stays', () => {
     const input = [msg('a', baseText), msg('b', other), msg('c', baseText), msg('d', other)];
-    const r = checkResult(input, dedupeMessages(input, { fuzzy: true }));
+    const r = checkResult(input, dedupeMessages(input, { near: true }));
     expect(r.decisions.map((d) => [d.index, d.kind, d.duplicateOfIndex])).toEqual([
       [0, 'exact', 2],
       [1, 'exact', 3],
     ]);
-    checkAgainstOracle(input, r, { fuzzy: true });
+    checkAgainstOracle(input, r, { near: true });
   });
 
   it('references never chain: an exact copy of a replaced near duplicate points at the kept message (issue 12, item 5)', async () => {
     // B is A with one line edited. CCE makes m0 -dup-> m1 -near-> m2, so B is nowhere in the output.
     const input = [msg('m0', editedText), msg('m1', editedText), msg('m2', baseText)];
-    for (const r of [dedupeMessages(input, { fuzzy: true }), await dedupeMessagesAsync(input, { fuzzy: true })]) {
+    for (const r of [dedupeMessages(input, { near: true }), await dedupeMessagesAsync(input, { near: true })]) {
       checkResult(input, r);
       expect(r.decisions.map((d) => [d.id, d.kind, d.duplicateOfId, d.similarity])).toEqual([
-        ['m0', 'fuzzy', 'm2', 19 / 21],
-        ['m1', 'fuzzy', 'm2', 19 / 21],
+        ['m0', 'near', 'm2', 19 / 21],
+        ['m1', 'near', 'm2', 19 / 21],
       ]);
       expect(r.messages[0]?.content).toBe(`[ctxdedup: near-duplicate of m2 — ${editedText.length} chars, ~90% match]`);
       expect(r.stats).toMatchObject({ exactDuplicates: 0, nearDuplicates: 2 });
-      checkAgainstOracle(input, r, { fuzzy: true });
+      checkAgainstOracle(input, r, { near: true });
     }
     // Keep earliest: [A, B, B] gives m2 -dup-> m1 -near-> m0 in CCE; here m2 points at m0.
     const early = [msg('m0', baseText), msg('m1', editedText), msg('m2', editedText)];
-    const e = checkResult(early, dedupeMessages(early, { fuzzy: true, keep: 'earliest' }));
+    const e = checkResult(early, dedupeMessages(early, { near: true, keep: 'earliest' }));
     expect(e.decisions.map((d) => [d.id, d.kind, d.duplicateOfId])).toEqual([
-      ['m1', 'fuzzy', 'm0'],
-      ['m2', 'fuzzy', 'm0'],
+      ['m1', 'near', 'm0'],
+      ['m2', 'near', 'm0'],
     ]);
     // A keep target replaced as a near duplicate but inside the recency window stays in full, so
     // its exact copies keep pointing at it: [B, A, B] with a window of 2 makes m2 -near-> m1 (kept
     // in the window) and m0 -dup-> m2.
     const windowed = [msg('m0', editedText), msg('m1', baseText), msg('m2', editedText)];
-    const w = checkResult(windowed, dedupeMessages(windowed, { fuzzy: true, recencyWindow: 2 }), { recencyWindow: 2 });
+    const w = checkResult(windowed, dedupeMessages(windowed, { near: true, recencyWindow: 2 }), { recencyWindow: 2 });
     expect(w.decisions.map((d) => [d.id, d.kind, d.duplicateOfId])).toEqual([['m0', 'exact', 'm2']]);
     expect(w.stats.keptInWindow).toBe(1);
-    checkAgainstOracle(windowed, w, { fuzzy: true, recencyWindow: 2 });
+    checkAgainstOracle(windowed, w, { near: true, recencyWindow: 2 });
     // The compatibility layer keeps CCE's chain (bug-compatible by contract).
     const cce = dedupeCce(input, { fuzzyDedup: true, recencyWindow: 0, trace: true });
     expect(cce.decisions?.map((d) => [d.messageId, d.action])).toEqual([
@@ -481,30 +481,30 @@ describe('dedupeMessages: fuzzy', () => {
 
   it('the recency window protects near duplicates too', () => {
     const input = [msg('m0', baseText), msg('m1', editedText), msg('m2', other)];
-    const r = checkResult(input, dedupeMessages(input, { fuzzy: true, recencyWindow: 2 }));
+    const r = checkResult(input, dedupeMessages(input, { near: true, recencyWindow: 2 }));
     // recencyStart = 1: m1 is the keep target (first member inside the window).
     expect(r.decisions.map((d) => [d.index, d.duplicateOfIndex])).toEqual([[0, 1]]);
-    const early = checkResult(input, dedupeMessages(input, { fuzzy: true, keep: 'earliest', recencyWindow: 2 }));
+    const early = checkResult(input, dedupeMessages(input, { near: true, keep: 'earliest', recencyWindow: 2 }));
     expect(early.decisions).toEqual([]);
     expect(early.stats.keptInWindow).toBe(1);
   });
 
   it('tool calls and preserved roles block fuzzy replacement', () => {
     const input = [msg('m0', baseText, { role: 'system' }), msg('m1', editedText, { tool_calls: [{}] }), msg('m2', other)];
-    expect(dedupeMessages(input, { fuzzy: true }).decisions).toEqual([]);
+    expect(dedupeMessages(input, { near: true }).decisions).toEqual([]);
   });
 
   it('custom templates fill {id} {keepId} {chars} {percent}', () => {
     const input = [msg('m0', other), msg('m1', other), msg('m2', baseText), msg('m3', editedText)];
     const r = checkResult(
       input,
-      dedupeMessages(input, { fuzzy: true, reference: { exact: 'E {id}<{keepId} {chars} {percent}%', fuzzy: 'F {id}<{keepId} {chars} {percent}%' } }),
+      dedupeMessages(input, { near: true, reference: { exact: 'E {id}<{keepId} {chars} {percent}%', near: 'F {id}<{keepId} {chars} {percent}%' } }),
       { reference: {} },
     );
     expect(r.messages[0]?.content).toBe(`E m0<m1 ${other.length} 100%`);
     expect(r.messages[2]?.content).toBe(`F m2<m3 ${baseText.length} 90%`);
     // A partial template object keeps the default for the other kind.
-    const partial = dedupeMessages(input, { fuzzy: true, reference: { fuzzy: '~{percent}' } });
+    const partial = dedupeMessages(input, { near: true, reference: { near: '~{percent}' } });
     expect(partial.messages[0]?.content).toBe(`[ctxdedup: duplicate of m1 — ${other.length} chars]`);
     expect(partial.messages[2]?.content).toBe('~90');
   });
@@ -513,7 +513,7 @@ describe('dedupeMessages: fuzzy', () => {
     const input = [msg('m0', other), msg('m1', other), msg('m2', baseText), msg('m3', editedText)];
     const seen: ReferenceInfo[] = [];
     const r = dedupeMessages(input, {
-      fuzzy: true,
+      near: true,
       reference: (info) => {
         seen.push(info);
         return `<${info.kind}:${info.id}:${info.keepId}>`;
@@ -521,11 +521,11 @@ describe('dedupeMessages: fuzzy', () => {
     });
     expect(seen).toEqual([
       { kind: 'exact', id: 'm0', keepId: 'm1', chars: other.length },
-      { kind: 'fuzzy', id: 'm2', keepId: 'm3', chars: baseText.length, similarity: 19 / 21 },
+      { kind: 'near', id: 'm2', keepId: 'm3', chars: baseText.length, similarity: 19 / 21 },
     ]);
     expect('similarity' in (seen[0] as ReferenceInfo)).toBe(false);
-    expect(r.messages.map((m) => m.content)).toEqual(['<exact:m0:m1>', other, '<fuzzy:m2:m3>', editedText]);
-    expect(r.decisions.map((d) => d.charsAfter)).toEqual([13, 13]);
+    expect(r.messages.map((m) => m.content)).toEqual(['<exact:m0:m1>', other, '<near:m2:m3>', editedText]);
+    expect(r.decisions.map((d) => d.charsAfter)).toEqual([13, 12]);
     expect(() => dedupeMessages(input, { reference: unsafe(() => 42) })).toThrow(TypeError);
   });
 });
@@ -536,13 +536,13 @@ describe('dedupeMessages: Unicode', () => {
   const variant = (f: (line: string) => string): string => lines.map(f).join('\n');
   const fuzzyPair = (b: string, options: DedupeMessagesOptions = {}) => {
     const input = [msg('a', plain), msg('b', b)];
-    return checkResult(input, dedupeMessages(input, { fuzzy: true, ...options }));
+    return checkResult(input, dedupeMessages(input, { near: true, ...options }));
   };
 
   it('U+FEFF and NBSP around lines are trimmed (100% near duplicate); U+0085 is not', () => {
     for (const ws of ['\uFEFF', '\u00A0', '\u3000', '\u2028', '\t', '\u000B']) {
       const r = fuzzyPair(variant((l) => `${ws}${l}${ws}`));
-      expect(r.decisions.map((d) => [d.kind, d.similarity])).toEqual([['fuzzy', 1]]);
+      expect(r.decisions.map((d) => [d.kind, d.similarity])).toEqual([['near', 1]]);
     }
     for (const ws of ['\u0085', '\u200B', '\u180E', '\u2060']) {
       expect(fuzzyPair(variant((l) => `${ws}${l}`)).decisions).toEqual([]);
@@ -583,9 +583,9 @@ describe('dedupeMessages: Unicode', () => {
     const pad = `\n${'padding line that is identical everywhere'.repeat(1)}`;
     const a = upper + pad;
     const pair = [msg('a', a), msg('b', lowerFinal + pad)];
-    const good = checkResult(pair, dedupeMessages(pair, { fuzzy: true }));
+    const good = checkResult(pair, dedupeMessages(pair, { near: true }));
     expect(good.decisions.map((d) => d.similarity)).toEqual([1]);
-    const bad = dedupeMessages([msg('a', a), msg('b', lowerMedial + pad)], { fuzzy: true, threshold: 0 });
+    const bad = dedupeMessages([msg('a', a), msg('b', lowerMedial + pad)], { near: true, threshold: 0 });
     // Only the padding line is shared: 1 / 21. (Fingerprints differ: never even compared.)
     expect(bad.decisions).toEqual([]);
   });
@@ -596,10 +596,10 @@ describe('dedupeMessages: Unicode', () => {
     const lower = turkish.map((l) => l.toLowerCase()).join('\n');
     expect(lower).toContain('i\u0307stanbul');
     const pair = [msg('a', upper), msg('b', lower)];
-    const r = checkResult(pair, dedupeMessages(pair, { fuzzy: true }));
+    const r = checkResult(pair, dedupeMessages(pair, { near: true }));
     expect(r.decisions.map((d) => d.similarity)).toEqual([1]);
     const dotless = lower.replace(/i\u0307/g, 'i');
-    expect(dedupeMessages([msg('a', upper), msg('b', dotless)], { fuzzy: true }).decisions).toEqual([]);
+    expect(dedupeMessages([msg('a', upper), msg('b', dotless)], { near: true }).decisions).toEqual([]);
     // Exact is case-sensitive.
     expect(dedupeMessages([msg('a', upper), msg('b', lower)]).decisions).toEqual([]);
   });
@@ -615,7 +615,7 @@ describe('dedupeMessages: Unicode', () => {
     const surrogateLines = Array.from({ length: 8 }, (_, i) => `row ${i} \uD800 value`).join('\n');
     const fffdLines = surrogateLines.replace(/\uD800/g, '\uFFFD');
     const lowLines = surrogateLines.replace(/\uD800/g, '\uDC00');
-    const f = dedupeMessages([msg('a', surrogateLines), msg('b', fffdLines), msg('c', lowLines)], { fuzzy: true, threshold: 0 });
+    const f = dedupeMessages([msg('a', surrogateLines), msg('b', fffdLines), msg('c', lowLines)], { near: true, threshold: 0 });
     expect(f.decisions).toEqual([]);
   });
 
@@ -681,7 +681,7 @@ describe('dedupeMessages: Unicode', () => {
         const b = [...header, ...pairs.map(([l, f]) => f(l)), padding].join('\n');
         fc.pre(a !== b);
         const input = [msg('a', a), msg('b', b)];
-        const options: DedupeMessagesOptions = { fuzzy: true, threshold: 0 };
+        const options: DedupeMessagesOptions = { near: true, threshold: 0 };
         const r = checkResult(input, dedupeMessages(input, options), options);
         checkAgainstOracle(input, r, options);
         expect(r.decisions).toHaveLength(1);
@@ -694,7 +694,7 @@ describe('dedupeMessages: Unicode', () => {
     const nfc = Array.from({ length: 10 }, (_, i) => `caf\u00E9 ${i} r\u00E9sum\u00E9 na\u00EFve`).join('\n');
     const nfd = nfc.normalize('NFD');
     expect(nfd).not.toBe(nfc);
-    expect(dedupeMessages([msg('a', nfc), msg('b', nfd)], { fuzzy: true, threshold: 0 }).decisions).toEqual([]);
+    expect(dedupeMessages([msg('a', nfc), msg('b', nfd)], { near: true, threshold: 0 }).decisions).toEqual([]);
   });
 });
 
@@ -742,11 +742,11 @@ describe('dedupeMessages: bad input', () => {
 
   it('threshold outside [0, 1] or NaN -> RangeError', () => {
     for (const threshold of [1.5, -0.1, Number.NaN, Infinity]) {
-      const error = thrown(() => dedupeMessages(ok, { fuzzy: true, threshold }));
+      const error = thrown(() => dedupeMessages(ok, { near: true, threshold }));
       expect(error).toBeInstanceOf(RangeError);
       expect(error.message).toContain('threshold');
     }
-    expect(() => dedupeMessages(ok, { fuzzy: true, threshold: unsafe('0.5') })).toThrow(TypeError);
+    expect(() => dedupeMessages(ok, { near: true, threshold: unsafe('0.5') })).toThrow(TypeError);
   });
 
   it('recencyWindow / minChars negative or fractional -> RangeError', () => {
@@ -779,7 +779,7 @@ describe('dedupeMessages: bad input', () => {
   it('the async variant rejects with the same errors', async () => {
     await expect(dedupeMessagesAsync(unsafe<Message[]>('x'))).rejects.toThrow(TypeError);
     await expect(dedupeMessagesAsync([msg('a', A), msg('a', A)])).rejects.toThrow(/messages\[1\]\.id/);
-    await expect(dedupeMessagesAsync(ok, { fuzzy: true, threshold: 2 })).rejects.toThrow(RangeError);
+    await expect(dedupeMessagesAsync(ok, { near: true, threshold: 2 })).rejects.toThrow(RangeError);
   });
 
   it('restoreMessages validates its arguments and passes foreign messages through', () => {
@@ -800,8 +800,8 @@ describe('dedupeMessages: validation gaps (issue 12)', () => {
   it('reference: { exact: undefined } means the default template, like every other absent option', () => {
     const defaults = dedupeMessages(input);
     expect(dedupeMessages(input, { reference: { exact: undefined } })).toEqual(defaults);
-    expect(dedupeMessages(input, { reference: { exact: undefined, fuzzy: undefined } })).toEqual(defaults);
-    expect(dedupeMessages(input, { reference: { exact: 'E {keepId}', fuzzy: undefined } }).messages[0]?.content).toBe('E m1');
+    expect(dedupeMessages(input, { reference: { exact: undefined, near: undefined } })).toEqual(defaults);
+    expect(dedupeMessages(input, { reference: { exact: 'E {keepId}', near: undefined } }).messages[0]?.content).toBe('E m1');
     expect(() => dedupeMessages(input, { reference: unsafe({ exact: null }) })).toThrow(new TypeError('options.reference.exact must be a string, got null'));
     // Only own properties: an inherited template is not an option.
     const inherited = Object.create({ exact: 'inherited {keepId}' }) as Record<string, unknown>;
@@ -832,7 +832,7 @@ describe('dedupeMessagesAsync', () => {
   const input = [msg('a', base), msg('b', base.replace('line 4', 'line four')), msg('c', text('other')), msg('d', base), msg('e', 'short')];
 
   it('gives the same result as the sync call', async () => {
-    for (const options of [{}, { fuzzy: true }, { fuzzy: true, keep: 'earliest' as const }, { fuzzy: true, recencyWindow: 2 }]) {
+    for (const options of [{}, { near: true }, { near: true, keep: 'earliest' as const }, { near: true, recencyWindow: 2 }]) {
       const sync = dedupeMessages(input, options);
       const r = await dedupeMessagesAsync(input, options);
       expect(r).toStrictEqual(sync);
@@ -842,8 +842,8 @@ describe('dedupeMessagesAsync', () => {
 
   it('later changes to the input array do not change the result (documented: "later changes to the input do not matter")', async () => {
     const list = input.slice();
-    const expected = dedupeMessages(input.slice(), { fuzzy: true });
-    const pending = dedupeMessagesAsync(list, { fuzzy: true });
+    const expected = dedupeMessages(input.slice(), { near: true });
+    const pending = dedupeMessagesAsync(list, { near: true });
     list[3] = msg('zz', 'replaced after the call');
     list.push(msg('late', base));
     const r = await pending;
@@ -882,7 +882,7 @@ describe('restoreMessages(dedupeMessages(x)) on every golden input', () => {
     });
     const copy = structuredClone(input);
     const options: DedupeMessagesOptions = {
-      fuzzy: true,
+      near: true,
       threshold: Math.min(1, Math.max(0, c.params.threshold)),
       recencyWindow: Math.max(0, c.params.recencyWindow),
       preserve: c.params.preserve,
@@ -898,7 +898,7 @@ describe('restoreMessages(dedupeMessages(x)) on every golden input', () => {
       expect(r.decisions.map((d) => [d.index, d.kind])).toEqual(
         c.expected.replaced.map((x) => {
           const chained = replacedIndices.has(exactTarget.get(x.index) ?? -1);
-          return [x.index, x.content.startsWith('[cce:dup') && !chained ? 'exact' : 'fuzzy'];
+          return [x.index, x.content.startsWith('[cce:dup') && !chained ? 'exact' : 'near'];
         }),
       );
     }
@@ -985,7 +985,7 @@ describe('generated transcripts', () => {
     {
       keep: fc.constantFrom<'latest' | 'earliest'>('latest', 'earliest'),
       exact: fc.boolean(),
-      fuzzy: fc.constantFrom(true, true, false),
+      near: fc.constantFrom(true, true, false),
       threshold: fc.constantFrom(0, 0.3, 0.5, 0.7, 0.85, 0.9, 1),
       minChars: fc.constantFrom(0, 100, 200, 250),
       recencyWindow: fc.nat(8),
@@ -1008,7 +1008,7 @@ describe('generated transcripts', () => {
   });
 
   it('property: every reference points at a message kept in full in the output (sync and async, both keep rules, any window)', async () => {
-    const exactAndFuzzy = options.map((o) => ({ ...o, exact: true, fuzzy: true }));
+    const exactAndFuzzy = options.map((o) => ({ ...o, exact: true, near: true }));
     await fc.assert(
       fc.asyncProperty(transcript, exactAndFuzzy, async (input, o) => {
         for (const r of [dedupeMessages(input, o), await dedupeMessagesAsync(input, o)]) {

@@ -1,0 +1,119 @@
+/**
+ * Deprecated names (issue 13, item 4): each old name is still accepted and maps to the new one,
+ * and giving both with different values is an error naming the old one (never a silent choice).
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { dedupeMessages, dedupeOpenAIChat, DEFAULT_TEMPLATES, type DedupeMessagesOptions, type Message } from '../../src/index.js';
+import { thrown, unsafe } from '../support/assertions.js';
+import { cli, tempDir } from '../support/cli-helpers.js';
+
+const lines = Array.from({ length: 20 }, (_, i) => `export const value${i} = compute(${i}, 'file.ts');`);
+const base = lines.join('\n');
+const edited = lines.map((l, i) => (i === 3 ? `${l} // edited` : l)).join('\n');
+const msg = (id: string, content: string): Message => ({ id, role: 'user', content });
+const pair = [msg('m0', base), msg('m1', edited)];
+
+describe('near: the option `fuzzy` and the template `reference.fuzzy` are deprecated aliases', () => {
+  it('`fuzzy: true` gives exactly the result of `near: true`, with `near` decisions', () => {
+    const near = dedupeMessages(pair, { near: true });
+    expect(near.decisions.map((d) => d.kind)).toEqual(['near']);
+    expect(near.stats.nearDuplicates).toBe(1);
+    expect(dedupeMessages(pair, { fuzzy: true })).toEqual(near);
+    expect(dedupeMessages(pair, { near: true, fuzzy: true })).toEqual(near);
+    expect(dedupeMessages(pair, { fuzzy: false }).decisions).toEqual([]);
+  });
+
+  it('both given and different: a TypeError naming options.fuzzy; each is validated under its own name', () => {
+    expect(thrown(() => dedupeMessages(pair, { near: true, fuzzy: false }))).toEqual(
+      new TypeError('options.fuzzy is a deprecated alias of options.near and disagrees with it: false vs true'),
+    );
+    expect(thrown(() => dedupeMessages(pair, { fuzzy: unsafe('yes') }))).toEqual(new TypeError('options.fuzzy must be a boolean, got a string'));
+    expect(thrown(() => dedupeMessages(pair, { near: unsafe('yes') }))).toEqual(new TypeError('options.near must be a boolean, got a string'));
+  });
+
+  it('the block-pass conflict names the switch the caller used', () => {
+    const blocks: DedupeMessagesOptions = { keep: 'earliest', blocks: true };
+    expect(thrown(() => dedupeMessages(pair, { ...blocks, near: true })).message).toMatch(/^options\.blocks cannot be combined with options\.near /);
+    expect(thrown(() => dedupeMessages(pair, { ...blocks, fuzzy: true })).message).toMatch(/^options\.blocks cannot be combined with options\.fuzzy /);
+  });
+
+  it('`reference.fuzzy` is the `near` template; both given must agree', () => {
+    const expected = dedupeMessages(pair, { near: true, reference: { near: '~{percent}% of {keepId}' } });
+    expect(expected.messages[0]?.content).toBe('~90% of m1');
+    expect(dedupeMessages(pair, { near: true, reference: { fuzzy: '~{percent}% of {keepId}' } })).toEqual(expected);
+    expect(dedupeMessages(pair, { near: true, reference: { near: 'x', fuzzy: 'x' } }).messages[0]?.content).toBe('x');
+    expect(thrown(() => dedupeMessages(pair, { near: true, reference: { near: 'x', fuzzy: 'y' } }))).toEqual(
+      new TypeError('options.reference.fuzzy is a deprecated alias of options.reference.near and disagrees with it: "y" vs "x"'),
+    );
+    expect(Object.keys(DEFAULT_TEMPLATES)).toEqual(['exact', 'near']);
+  });
+
+  it('adapters: `fuzzy` maps to `near` (and turns blocks off the same way)', () => {
+    const request = {
+      model: 'm',
+      messages: [
+        { role: 'user', content: base },
+        { role: 'user', content: edited },
+      ],
+    };
+    const near = dedupeOpenAIChat(request, { near: true });
+    expect(near.report.nearDuplicates).toBe(1);
+    expect(near.decisions.map((d) => d.kind)).toEqual(['near']);
+    expect(dedupeOpenAIChat(request, { fuzzy: true })).toEqual(near);
+  });
+});
+
+describe('blocks.minRunChars: `blocks.minChars` is a deprecated alias', () => {
+  const run = `${lines.slice(0, 6).join('\n')}`;
+  const conversation = [msg('a', run), msg('b', `new line\n${run}`)];
+  const blocks = (options: Record<string, unknown>) => dedupeMessages(conversation, { keep: 'earliest', minChars: 0, blocks: { minLines: 2, ...options } });
+
+  it('maps to minRunChars', () => {
+    const low = blocks({ minRunChars: 10 });
+    const high = blocks({ minRunChars: 10_000 });
+    expect(low.stats.blockReferences).toBe(1);
+    expect(high.stats.blockReferences).toBe(0);
+    expect(blocks({ minChars: 10 })).toEqual(low);
+    expect(blocks({ minChars: 10_000 })).toEqual(high);
+    expect(blocks({ minChars: 10, minRunChars: 10 })).toEqual(low);
+  });
+
+  it('both given and different: a TypeError naming options.blocks.minChars', () => {
+    expect(thrown(() => blocks({ minChars: 10, minRunChars: 20 }))).toEqual(
+      new TypeError('options.blocks.minChars is a deprecated alias of options.blocks.minRunChars and disagrees with it: 10 vs 20'),
+    );
+    expect(thrown(() => blocks({ minChars: -1 }))).toBeInstanceOf(RangeError);
+    expect(thrown(() => blocks({ minChars: -1 })).message).toMatch(/^options\.blocks\.minChars /);
+  });
+});
+
+describe('CLI: --fuzzy is a deprecated alias of --near', () => {
+  const tmp = tempDir('ctxdedup-alias-');
+  const corpus = join(tmp.dir, 'session.json');
+  writeFileSync(corpus, JSON.stringify(pair.map((m, index) => ({ ...m, index }))));
+  afterAll(() => tmp.cleanup());
+
+  it('gives the same report, near duplicates included', async () => {
+    const near = await cli(['dedupe', corpus, '--dry-run', '--json', '--near']);
+    const fuzzy = await cli(['dedupe', corpus, '--dry-run', '--json', '--fuzzy']);
+    const off = await cli(['dedupe', corpus, '--dry-run', '--json']);
+    expect(near.code, near.stderr).toBe(0);
+    expect(fuzzy.code, fuzzy.stderr).toBe(0);
+    const report = (r: { stdout: string }) => {
+      const { throughput: _, ...rest } = JSON.parse(r.stdout) as Record<string, unknown>;
+      return rest;
+    };
+    expect(report(near)['nearDuplicates']).toBeGreaterThan(0);
+    expect(report(off)['nearDuplicates']).toBe(0);
+    expect(report(fuzzy)).toEqual(report(near));
+  });
+
+  it('--help lists --near and says --fuzzy is its deprecated alias', async () => {
+    const help = await cli(['dedupe', '--help']);
+    expect(help.stdout).toMatch(/--near\s+also replace near duplicates/);
+    expect(help.stdout).toMatch(/--fuzzy\s+deprecated alias of --near/);
+    expect(readFileSync(join(import.meta.dirname, '..', '..', 'docs', 'cli.md'), 'utf8')).toMatch(/`--fuzzy` is a deprecated alias of `--near`/);
+  });
+});
