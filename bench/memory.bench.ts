@@ -123,16 +123,16 @@ export async function run(): Promise<BenchRow[]> {
   }
   const dedup = new MemoryDeduplicator({ store, upperThreshold: 0.95, lowerThreshold: LOWER });
   const start = performance.now();
-  const report = await dedup.deduplicateAll({ dryRun: true });
+  const report = await dedup.dedupeAll({ dryRun: true });
   const apiMs = performance.now() - start;
-  console.log(`  memory / deduplicateAll dry run: ${formatNumber(apiMs)} ms, ${report.clusters.length} clusters`);
+  console.log(`  memory / dedupeAll dry run: ${formatNumber(apiMs)} ms, ${report.clusters.length} clusters`);
 
   const note = `${COUNT} × ${DIM}-dim, cosine ≥ ${LOWER}, ${found.length} clusters, ${formatNumber(pairs / 1e6)} M pairs`;
   return [
     { suite: 'memory', case: 'batch clustering, native vs pure-JS all-pairs', native: nativeMs, baseline: jsMs, ratio: jsMs / nativeMs, unit: 'ms', note },
     {
       suite: 'memory',
-      case: 'deduplicateAll({ dryRun }) end to end (in-memory store)',
+      case: 'dedupeAll({ dryRun }) end to end (in-memory store)',
       native: apiMs,
       baseline: jsMs,
       ratio: jsMs / apiMs,

@@ -61,8 +61,8 @@ export interface OpenStoreOptions {
  */
 export async function openStore(spec: string, options: OpenStoreOptions = {}): Promise<IngestStore> {
   if (spec === 'memory') {
-    const { MemoryStore } = await import('./memory-store.js');
-    return new MemoryStore();
+    const { InMemoryIngestStore } = await import('./in-memory-store.js');
+    return new InMemoryIngestStore();
   }
   if (spec.startsWith('sqlite:')) {
     const path = spec.slice('sqlite:'.length);

@@ -12,6 +12,7 @@
  */
 import { describe, expectObject, expectOptions, optionalBoolean, rangeError, show, typeError } from '../validation.js';
 import { native } from '../native.js';
+import { deprecatedAlias } from '../deprecated.js';
 import { type AuditEntry, type AuditLog, InMemoryAuditLog } from './audit.js';
 import { type EmbedFunction, type RecommendedThresholds, hashedEmbedding } from './embedding.js';
 import { buildMergePrompt, oldestFirst } from './prompt.js';
@@ -25,7 +26,7 @@ import { copyMemory, validateEmbeddings, validateMemories, validateThreshold } f
  * cosine by at most about 1.2e-7 (twice float32's relative precision, 2^-24), and a store that
  * normalizes vectors (ChromaDB) adds about as much. So "similarity ≥ threshold" is decided as
  * `similarity >= threshold - SIMILARITY_TOLERANCE`, at both bounds, at write time and in
- * {@link MemoryDeduplicator.deduplicateAll}.
+ * {@link MemoryDeduplicator.dedupeAll}.
  */
 export const SIMILARITY_TOLERANCE = 1e-6;
 
@@ -118,8 +119,8 @@ export interface WriteResult {
   reason: string;
 }
 
-/** Options of {@link MemoryDeduplicator.deduplicateAll}. */
-export interface DeduplicateAllOptions {
+/** Options of {@link MemoryDeduplicator.dedupeAll}. */
+export interface DedupeAllOptions {
   /** Report what would happen, change nothing. Default false. */
   dryRun?: boolean;
   /**
@@ -129,6 +130,9 @@ export interface DeduplicateAllOptions {
    */
   linkage?: 'single' | 'complete';
 }
+
+/** @deprecated Use {@link DedupeAllOptions}. */
+export type DeduplicateAllOptions = DedupeAllOptions;
 
 /** What batch mode does to one cluster. */
 export type ClusterAction =
@@ -150,14 +154,19 @@ export interface ClusterReport {
   /** Id of the memory that holds the cluster's facts afterwards (the newest member). */
   resultId: string;
   /** Ids removed (or, for the result id under `merge`, overwritten). */
-  removed: string[];
+  removedIds: string[];
+  /**
+   * @deprecated Use `removedIds` (`removed` is a count everywhere else, as in
+   * {@link BatchReport.removed}). Not enumerable: absent from JSON.
+   */
+  readonly removed: string[];
   /** Set when the merge failed and the cluster fell back to `keep_newest` (not in dry runs). */
   failure?: 'merge' | 'embed_merged';
   /** Merged content (real runs with action `merge` only). */
   mergedContent?: string;
 }
 
-/** Result of {@link MemoryDeduplicator.deduplicateAll}. */
+/** Result of {@link MemoryDeduplicator.dedupeAll}. */
 export interface BatchReport {
   dryRun: boolean;
   linkage: 'single' | 'complete';
@@ -407,7 +416,7 @@ export class MemoryDeduplicator {
    * decided within {@link SIMILARITY_TOLERANCE}, as at write time. `dryRun` reports exactly the
    * clusters and actions a real run would take, and changes nothing.
    */
-  async deduplicateAll(options: DeduplicateAllOptions = {}): Promise<BatchReport> {
+  async dedupeAll(options: DedupeAllOptions = {}): Promise<BatchReport> {
     expectOptions(options);
     const dryRun = optionalBoolean(options.dryRun, 'options.dryRun', false);
     const linkage = options.linkage ?? 'single';
@@ -438,20 +447,26 @@ export class MemoryDeduplicator {
       const newest = members[members.length - 1]!;
       const others = members.slice(0, -1).map((m) => m.id);
       const action: ClusterAction = reaches(minSimilarity, this.upperThreshold) ? 'keep_newest' : this.#merge ? 'merge' : 'skip';
-      const cluster: ClusterReport = {
+      const removedIds = action === 'skip' ? [] : others;
+      const fields: Omit<ClusterReport, 'removed'> = {
         members: members.map((m) => ({ id: m.id, content: m.content, ...(m.timestamp === undefined ? {} : { timestamp: m.timestamp }) })),
         minSimilarity,
         maxSimilarity: found.maxSimilarity[c]!,
         action,
         resultId: newest.id,
-        removed: action === 'skip' ? [] : others,
+        removedIds,
       };
+      const cluster = deprecatedAlias(fields, 'removed', removedIds) as ClusterReport;
       if (!dryRun && action !== 'skip') await this.#applyCluster(cluster, members, newest);
       report.clusters.push(cluster);
-      report.removed += cluster.removed.length;
+      report.removed += cluster.removedIds.length;
     }
     report.remaining = all.length - report.removed;
     return report;
+  }
+  /** @deprecated Use {@link MemoryDeduplicator.dedupeAll} (the same call). */
+  deduplicateAll(options: DedupeAllOptions = {}): Promise<BatchReport> {
+    return this.dedupeAll(options);
   }
 
   async #applyCluster(cluster: ClusterReport, members: StoredMemory[], newest: StoredMemory): Promise<void> {

@@ -28,6 +28,7 @@ export {
   type MemoryLogger,
   type WriteDecision,
   type WriteResult,
+  type DedupeAllOptions,
   type DeduplicateAllOptions,
   type ClusterAction,
   type ClusterReport,

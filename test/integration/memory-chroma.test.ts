@@ -63,11 +63,11 @@ describe.skipIf(!available)('ChromaMemoryStore on a real Chroma server', () => {
     // Batch: m1 (a) and m4 (a) are the same vector, so all pairs are >= upper: keep the newest.
     const batch = new MemoryDeduplicator({ store, embed, upperThreshold: 0.95, lowerThreshold: 0.9 });
     const before = (await store.list()).map((m) => m.id).sort();
-    const dry = await batch.deduplicateAll({ dryRun: true });
+    const dry = await batch.dedupeAll({ dryRun: true });
     expect((await store.list()).map((m) => m.id).sort()).toEqual(before);
     expect(dry.clusters.map((c) => [c.members.map((m) => m.id), c.action])).toEqual([[['m1', 'm4'], 'keep_newest']]);
-    const real = await batch.deduplicateAll();
-    expect(real.clusters.map((c) => c.removed)).toEqual([['m1']]);
+    const real = await batch.dedupeAll();
+    expect(real.clusters.map((c) => c.removedIds)).toEqual([['m1']]);
     expect((await store.list()).map((m) => m.id).sort()).toEqual(['m3', 'm4']);
     await store.close();
   });

@@ -63,7 +63,7 @@ describe('ctxdedup memories dedupe', () => {
     ]);
     expect(ran.code).toBe(0);
     const report = JSON.parse(ran.stdout) as BatchReport;
-    expect(report.clusters.map((c) => [c.action, c.resultId, c.removed])).toEqual([
+    expect(report.clusters.map((c) => [c.action, c.resultId, c.removedIds])).toEqual([
       ['merge', 'bob-2', ['bob-1']],
       ['keep_newest', 'pref-2', ['pref-1']],
     ]);

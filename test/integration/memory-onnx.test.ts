@@ -260,7 +260,7 @@ describe.skipIf(!available)('onnxEmbedding with all-MiniLM-L6-v2', () => {
       await batch.addBatch([]); // no-op
       const plain = new MemoryDeduplicator({ store: batchStore, embed, enabled: false });
       await plain.addBatch(facts.map((content, i) => ({ id: `m${i}`, content, timestamp: i })));
-      const report = await batch.deduplicateAll({ dryRun: true });
+      const report = await batch.dedupeAll({ dryRun: true });
       const clusters = report.clusters.map((c) => c.members.map((m) => m.content).sort());
       for (const p of reference.calibration) {
         const together = clusters.some((c) => c.includes(p.a) && c.includes(p.b));

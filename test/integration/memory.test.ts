@@ -351,7 +351,7 @@ describe('never loses a memory', () => {
   });
 });
 
-describe('deduplicateAll', () => {
+describe('dedupeAll', () => {
   // cos(a,b) = 0.96, cos(e,f) = 120/169 ≈ 0.710, cos(a,e) = 63/65 ≈ 0.969, cos(b,e) ≈ 0.862.
   async function seeded(path?: string): Promise<MemoryStore> {
     const store = path ? new SqliteMemoryStore(path) : new InMemoryStore();
@@ -370,9 +370,9 @@ describe('deduplicateAll', () => {
   it('keeps the newest when every pair reaches the upper bound', async () => {
     const store = await seeded();
     const dedup = new MemoryDeduplicator({ store, embed: tableEmbed, upperThreshold: 0.95, lowerThreshold: 0.9 });
-    const report = await dedup.deduplicateAll();
+    const report = await dedup.dedupeAll();
     expect(report.clusters).toHaveLength(1);
-    expect(report.clusters[0]).toMatchObject({ action: 'keep_newest', resultId: 'm2', removed: ['m1'], minSimilarity: 0.96, maxSimilarity: 0.96 });
+    expect(report.clusters[0]).toMatchObject({ action: 'keep_newest', resultId: 'm2', removedIds: ['m1'], minSimilarity: 0.96, maxSimilarity: 0.96 });
     expect(report.clusters[0]!.members.map((m) => m.id)).toEqual(['m1', 'm2']);
     expect([report.memories, report.removed, report.remaining]).toEqual([4, 1, 3]);
     expect(await contents(store)).toEqual(['b two', 'c four', 'd three']);
@@ -384,18 +384,18 @@ describe('deduplicateAll', () => {
     // link but b~c (0.6) does not: single gives {a, b, c}, complete splits.
     const store = await seeded();
     const dedup = new MemoryDeduplicator({ store, embed: tableEmbed, upperThreshold: 0.99, lowerThreshold: 0.79, merge: concat });
-    const single = await dedup.deduplicateAll({ dryRun: true });
+    const single = await dedup.dedupeAll({ dryRun: true });
     expect(single.clusters).toHaveLength(1);
     expect(single.clusters[0]!.members.map((m) => m.id)).toEqual(['m1', 'm2', 'm4']);
     expect(single.clusters[0]!.minSimilarity).toBeCloseTo(0.6, 12);
     expect(single.clusters[0]!.maxSimilarity).toBe(0.96);
-    const complete = await dedup.deduplicateAll({ dryRun: true, linkage: 'complete' });
+    const complete = await dedup.dedupeAll({ dryRun: true, linkage: 'complete' });
     expect(complete.clusters.map((c) => c.members.map((m) => m.id))).toEqual([['m1', 'm2']]);
     expect(complete.clusters[0]!.minSimilarity).toBe(0.96);
-    await expect(dedup.deduplicateAll({ linkage: 'average' as 'single' })).rejects.toThrow(RangeError);
+    await expect(dedup.dedupeAll({ linkage: 'average' as 'single' })).rejects.toThrow(RangeError);
     // Building the message never throws, whatever the value (a BigInt has no JSON form).
-    await expectPathError(() => dedup.deduplicateAll({ linkage: 10n as never }), TypeError, "options.linkage must be 'single' or 'complete', got ");
-    await expectPathError(() => dedup.deduplicateAll({ dryRun: 1n as never }), TypeError, 'options.dryRun must be a boolean, got ');
+    await expectPathError(() => dedup.dedupeAll({ linkage: 10n as never }), TypeError, "options.linkage must be 'single' or 'complete', got ");
+    await expectPathError(() => dedup.dedupeAll({ dryRun: 1n as never }), TypeError, 'options.dryRun must be a boolean, got ');
   });
 
   it('merges clusters below the upper bound, all members oldest to newest in one prompt', async () => {
@@ -406,8 +406,8 @@ describe('deduplicateAll', () => {
       return `a ${memories.map((m) => m.id).join(',')}`;
     };
     const dedup = new MemoryDeduplicator({ store, embed: tableEmbed, upperThreshold: 0.99, lowerThreshold: 0.79, merge });
-    const report = await dedup.deduplicateAll();
-    expect(report.clusters[0]).toMatchObject({ action: 'merge', resultId: 'm4', removed: ['m1', 'm2'], mergedContent: 'a m1,m2,m4' });
+    const report = await dedup.dedupeAll();
+    expect(report.clusters[0]).toMatchObject({ action: 'merge', resultId: 'm4', removedIds: ['m1', 'm2'], mergedContent: 'a m1,m2,m4' });
     expect(prompts).toHaveLength(1);
     expect(prompts[0]!.indexOf('a one')).toBeLessThan(prompts[0]!.indexOf('b two'));
     expect(prompts[0]!.indexOf('b two')).toBeLessThan(prompts[0]!.indexOf('c four'));
@@ -420,13 +420,13 @@ describe('deduplicateAll', () => {
 
   it('skips clusters that need a merge when there is no merge function; falls back on merge failure', async () => {
     const store = await seeded();
-    const skip = await new MemoryDeduplicator({ store, embed: tableEmbed, upperThreshold: 0.99, lowerThreshold: 0.9 }).deduplicateAll();
-    expect(skip.clusters[0]).toMatchObject({ action: 'skip', removed: [] });
+    const skip = await new MemoryDeduplicator({ store, embed: tableEmbed, upperThreshold: 0.99, lowerThreshold: 0.9 }).dedupeAll();
+    expect(skip.clusters[0]).toMatchObject({ action: 'skip', removedIds: [] });
     expect(await store.list()).toHaveLength(4);
     const { log, logger } = events();
     const broken = new MemoryDeduplicator({ store, embed: tableEmbed, upperThreshold: 0.99, lowerThreshold: 0.9, logger, merge: async () => '' });
-    const report = await broken.deduplicateAll();
-    expect(report.clusters[0]).toMatchObject({ action: 'merge', failure: 'merge', removed: ['m1'] });
+    const report = await broken.dedupeAll();
+    expect(report.clusters[0]).toMatchObject({ action: 'merge', failure: 'merge', removedIds: ['m1'] });
     expect(await contents(store)).toEqual(['b two', 'c four', 'd three']);
     expect(log.some((e) => e.event === 'dedup_fail')).toBe(true);
   });
@@ -438,11 +438,11 @@ describe('deduplicateAll', () => {
     const digest = () => [path, `${path}-wal`].map((f) => (existsSync(f) ? createHash('sha256').update(readFileSync(f)).digest('hex') : 'absent')).join();
     const before = digest();
     const listBefore = await store.list();
-    const dry = await dedup.deduplicateAll({ dryRun: true });
+    const dry = await dedup.dedupeAll({ dryRun: true });
     expect(digest()).toBe(before);
     expect(await store.list()).toEqual(listBefore);
     expect(dry.dryRun).toBe(true);
-    const real = await dedup.deduplicateAll();
+    const real = await dedup.dedupeAll();
     const strip = (r: typeof dry) => r.clusters.map(({ mergedContent: _m, ...c }) => c);
     expect(strip(real)).toEqual(strip(dry));
     expect([real.removed, real.remaining]).toEqual([dry.removed, dry.remaining]);
@@ -458,7 +458,7 @@ describe('deduplicateAll', () => {
       { id: '3', content: 'the user prefers dark mode in all editors', timestamp: 3 },
       { id: '4', content: 'The team deploys to Kubernetes every Friday.', timestamp: 4 },
     ]);
-    const report = await new MemoryDeduplicator({ store }).deduplicateAll();
+    const report = await new MemoryDeduplicator({ store }).dedupeAll();
     expect(report.clusters.map((c) => [c.members.map((m) => m.id), c.action])).toEqual([[['1', '3'], 'keep_newest']]);
     expect(await store.list()).toHaveLength(3);
   });

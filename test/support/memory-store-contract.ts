@@ -422,7 +422,7 @@ export function describeMemoryStoreContract(name: string, open: () => Promise<Me
             { id: 'stored', content: 'base', timestamp: 1 },
             { id: 'incoming', content, timestamp: 2 },
           ]);
-          return (await dedup.deduplicateAll({ dryRun: true })).clusters.map((c) => c.action);
+          return (await dedup.dedupeAll({ dryRun: true })).clusters.map((c) => c.action);
         };
         expect(await batch('lower')).toEqual(['skip']);
         expect(await batch('upper')).toEqual(['keep_newest']);

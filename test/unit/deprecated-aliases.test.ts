@@ -6,6 +6,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { dedupeMessages, dedupeOpenAIChat, DEFAULT_TEMPLATES, type DedupeMessagesOptions, type Message } from '../../src/index.js';
+import { type ClusterReport, InMemoryStore, MemoryDeduplicator } from '../../src/memory/index.js';
 import { thrown, unsafe } from '../support/assertions.js';
 import { cli, tempDir } from '../support/cli-helpers.js';
 
@@ -115,5 +116,29 @@ describe('CLI: --fuzzy is a deprecated alias of --near', () => {
     expect(help.stdout).toMatch(/--near\s+also replace near duplicates/);
     expect(help.stdout).toMatch(/--fuzzy\s+deprecated alias of --near/);
     expect(readFileSync(join(import.meta.dirname, '..', '..', 'docs', 'cli.md'), 'utf8')).toMatch(/`--fuzzy` is a deprecated alias of `--near`/);
+  });
+});
+
+describe('memory: deduplicateAll is a deprecated alias of dedupeAll; a cluster lists removedIds', () => {
+  async function seeded(): Promise<MemoryDeduplicator> {
+    const store = new InMemoryStore();
+    const vectors: [string, number[]][] = [
+      ['a', [1, 0, 0]],
+      ['b', [0.99, 0.141, 0]],
+      ['c', [0, 0, 1]],
+    ];
+    for (const [i, [id, v]] of vectors.entries()) await store.add({ id, content: `memory ${id}`, timestamp: i, embedding: Float32Array.from(v) });
+    return new MemoryDeduplicator({ store, embed: async (texts) => texts.map(() => [1, 0, 0]), upperThreshold: 0.95, lowerThreshold: 0.9 });
+  }
+
+  it('the same report; `removed` on a cluster is the ids, kept out of JSON', async () => {
+    const report = await (await seeded()).dedupeAll({ dryRun: true });
+    expect(report.removed).toBe(1);
+    expect(report.clusters.map((c) => c.removedIds)).toEqual([['a']]);
+    const cluster = report.clusters[0] as ClusterReport;
+    expect(cluster.removed).toBe(cluster.removedIds);
+    expect(Object.keys(cluster)).not.toContain('removed');
+    expect(JSON.parse(JSON.stringify(cluster))).toEqual({ ...cluster });
+    expect(await (await seeded()).deduplicateAll({ dryRun: true })).toEqual(report);
   });
 });

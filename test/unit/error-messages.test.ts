@@ -73,14 +73,12 @@ suite('describe and show', () => {
 });
 
 suite('errors that show a value name their path (any value)', () => {
-  it('MemoryDeduplicator.deduplicateAll({ linkage: 10n }) names options.linkage', async () => {
+  it('MemoryDeduplicator.dedupeAll({ linkage: 10n }) names options.linkage', async () => {
     const dedup = new MemoryDeduplicator({ store: new InMemoryStore() });
-    await expect(dedup.deduplicateAll({ linkage: unsafe(10n) })).rejects.toThrow(new TypeError("options.linkage must be 'single' or 'complete', got 10n"));
+    await expect(dedup.dedupeAll({ linkage: unsafe(10n) })).rejects.toThrow(new TypeError("options.linkage must be 'single' or 'complete', got 10n"));
     const cyclic: Record<string, unknown> = {};
     cyclic['self'] = cyclic;
-    await expect(dedup.deduplicateAll({ linkage: unsafe(cyclic) })).rejects.toThrow(
-      new TypeError("options.linkage must be 'single' or 'complete', got an object"),
-    );
+    await expect(dedup.dedupeAll({ linkage: unsafe(cyclic) })).rejects.toThrow(new TypeError("options.linkage must be 'single' or 'complete', got an object"));
   });
 
   it('hashedEmbedding(5) is rejected: options must be an object', () => {

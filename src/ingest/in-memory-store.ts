@@ -1,5 +1,7 @@
 /**
- * In-process store: for tests and single short-lived processes. Nothing survives the process.
+ * `InMemoryIngestStore`: the ingestion index's in-process store (`store: 'memory'`), for tests and
+ * single short-lived processes. Nothing survives the process. (Not the memory deduplicator's
+ * `MemoryStore`, an interface of `ctxdedup/memory`.)
  * @module
  */
 import type { ClaimOptions, ClaimRequest, IngestStore } from './store.js';
@@ -10,8 +12,8 @@ interface Entry {
   metadata?: string | undefined;
 }
 
-/** A store kept in a JS `Map`; expired entries are dropped when met and by a periodic sweep. */
-export class MemoryStore implements IngestStore {
+/** An {@link IngestStore} kept in a JS `Map`; expired entries are dropped when met and by a periodic sweep. */
+export class InMemoryIngestStore implements IngestStore {
   readonly kind = 'memory';
   #entries = new Map<string, Entry>();
   #claimsSinceSweep = 0;
