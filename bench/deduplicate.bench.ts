@@ -9,7 +9,8 @@
  * - The long-string cases (equal length, differing late) show scaling: time per item at 1k vs 2k.
  * @module
  */
-import { deduplicate, SMALL_BATCH } from '../src/index.js';
+import { SMALL_BATCH } from '../src/index.js';
+import { deduplicateVia } from '../src/stages/deduplicate.js';
 import { longScoredCorpus, scoredCorpus, type ScoredEntry } from './corpus.js';
 import {
   assertSameItems,
@@ -44,13 +45,14 @@ function clone(items: readonly ScoredEntry[]): ScoredEntry[] {
 async function measureCorpus(c: Corpus): Promise<BenchRow[]> {
   const mc = megaChars(c.items.map((e) => e.item.content));
   // Same survivors, same objects, or the comparison means nothing.
-  assertSameItems(c.name, deduplicate(c.items, { engine: 'native' }), deduplicateBaseline(c.items));
-  // Small batches take the library's JS path under the default engine ('auto'); measure the
-  // native core on them too, so both the default and the addon's own cost are visible.
+  assertSameItems(c.name, deduplicateVia('native', c.items), deduplicateBaseline(c.items));
+  // Small batches take the library's internal fast path under the default ('auto'); measure the
+  // native core on them too (the internal 'native' path), so both the default and the addon's
+  // own cost are visible.
   const small = c.items.length <= SMALL_BATCH;
   const engines: Array<'auto' | 'native'> = small ? ['auto', 'native'] : ['auto'];
   const label = (engine: 'auto' | 'native'): string => (small ? `engine ${engine}` : '');
-  const cases: Array<[string, () => unknown]> = engines.map((engine) => [`native ${engine}`, () => deduplicate(c.items, { engine })]);
+  const cases: Array<[string, () => unknown]> = engines.map((engine) => [`native ${engine}`, () => deduplicateVia(engine, c.items)]);
   cases.push(['baseline', () => deduplicateBaseline(c.items)]);
   const results = await measure(`${SUITE}: ${c.name}`, cases, c.options);
   const baseline = get(results, 'baseline');
@@ -68,7 +70,7 @@ async function measureCorpus(c: Corpus): Promise<BenchRow[]> {
     for (const engine of engines) {
       const nativeCold = coldMs(
         () => clone(c.items),
-        (items) => deduplicate(items, { engine }),
+        (items) => deduplicateVia(engine, items),
         c.coldRuns,
       );
       const name = [c.name, label(engine), 'cold'].filter((x) => x !== '').join(', ');

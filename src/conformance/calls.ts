@@ -88,13 +88,22 @@ const scoredCall = (report: boolean): CallSpec => ({
       const result = await fn(...args(scored, options));
       if (!report) return { kept: positions(result, scored as unknown[], 'result') };
       const r = record(result, 'result');
+      // Format v1 names the list `removed` and the characters `charsRemoved`: ctxdedup's
+      // `decisions` and `stats.charsSaved` (an implementation may still use the old names).
+      const list = r['decisions'] === undefined ? 'removed' : 'decisions';
+      const stats = r['stats'];
+      let projectedStats = stats;
+      if (typeof stats === 'object' && stats !== null && (stats as Record<string, unknown>)['charsSaved'] !== undefined) {
+        const { charsSaved, charsRemoved: _, ...rest } = stats as Record<string, unknown>;
+        projectedStats = { ...rest, charsRemoved: charsSaved };
+      }
       return {
         kept: positions(r['kept'], scored as unknown[], 'result.kept'),
-        removed: array(r['removed'], 'result.removed').map((d, i) => {
-          const x = record(d, `result.removed[${i}]`);
+        removed: array(r[list], `result.${list}`).map((d, i) => {
+          const x = record(d, `result.${list}[${i}]`);
           return { index: x['index'], duplicateOf: x['duplicateOf'] };
         }),
-        stats: r['stats'],
+        stats: projectedStats,
       };
     }),
 });

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listSuites, renderValue, runConformance, type ConformanceImpl, type ConformanceReport } from '../../src/conformance/index.js';
 import { deduplicate, dedupeMessages, ResourceLedger, type ResourceLedgerOptions, type ScoredItem } from '../../src/index.js';
+import { deduplicateVia, deduplicateWithReportVia } from '../../src/stages/deduplicate.js';
 import { cli, tempDir } from '../support/cli-helpers.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
@@ -76,10 +77,11 @@ describe('runConformance against ctxdedup', () => {
     for (const suite of report.suites) expect(suite.passed, suite.name).toBeGreaterThan(5);
   });
 
-  it('passes the scored suite under both engines (the small vectors take the JS path under auto)', async () => {
-    for (const engine of ['native', 'js'] as const) {
+  it('passes the scored suite on both paths (the small vectors take the fast path under auto)', async () => {
+    for (const engine of ['native', 'auto'] as const) {
       const impl: ConformanceImpl = {
-        deduplicate: (scored, options) => deduplicate(scored as ScoredItem[], { ...options, engine }),
+        deduplicate: (scored, options) => deduplicateVia(engine, scored as ScoredItem[], options),
+        deduplicateWithReport: (scored, options) => deduplicateWithReportVia(engine, scored as ScoredItem[], options),
       };
       const report = await runConformance({ suites: ['scored'], impl });
       expect(failing(report), engine).toEqual([]);

@@ -1,11 +1,15 @@
 /**
- * Stage 3 (deduplicate) conformance: every vector in shared/conformance/stage3, under each engine.
+ * Stage 3 (deduplicate) conformance: every vector in shared/conformance/stage3, on both paths (the
+ * native core, and `'auto'`, which takes the small-batch fast path for these vectors), and the
+ * benchmarks' pure-JS baseline (bench/reference/stage3.ts) on the vectors it can take.
  * Format and rules: shared/conformance/stage3/README.md.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { deduplicate, deduplicateWithReport, type ContextItem, type DeduplicateOptions, type ScoredItem } from '../../src/index.js';
+import { deduplicateBaseline } from '../../bench/reference/stage3.js';
+import type { ContextItem, DeduplicateOptions, ScoredItem } from '../../src/index.js';
+import { deduplicateVia, deduplicateWithReportVia, type ScoredPath } from '../../src/stages/deduplicate.js';
 import { SHARED } from '../support/shared.js';
 
 type RawScore = number | string;
@@ -28,7 +32,7 @@ const dir = join(SHARED, 'conformance', 'stage3');
 const files = readdirSync(dir)
   .filter((f) => f.endsWith('.json'))
   .sort();
-const engines: NonNullable<DeduplicateOptions['engine']>[] = ['native', 'js', 'auto'];
+const engines: ScoredPath[] = ['native', 'auto'];
 
 const SPECIAL: Record<string, number> = { NaN: Number.NaN, Infinity: Infinity, '-Infinity': -Infinity, '-0': -0 };
 
@@ -93,7 +97,9 @@ describe('stage3 conformance vectors', () => {
     const vector = load(file);
     const scored = build(vector);
     const before = snapshot(scored);
-    const options: DeduplicateOptions = { enabled: vector.enabled, engine };
+    const options: DeduplicateOptions = { enabled: vector.enabled };
+    const deduplicate = (x: ScoredItem[], o: DeduplicateOptions) => deduplicateVia(engine, x, o);
+    const deduplicateWithReport = (x: ScoredItem[], o: DeduplicateOptions) => deduplicateWithReportVia(engine, x, o);
     const expected = vector.expected;
 
     if (!Array.isArray(expected)) {
@@ -128,8 +134,8 @@ describe('stage3 conformance vectors', () => {
     expected.forEach((index, k) => expect(report.kept[k]).toBe(scored[index]));
     const keptSet = new Set(expected);
     const removedIdx = scored.map((_, i) => i).filter((i) => !keptSet.has(i));
-    expect(report.removed.map((r) => r.index)).toEqual(removedIdx);
-    for (const r of report.removed) {
+    expect(report.decisions.map((r) => r.index)).toEqual(removedIdx);
+    for (const r of report.decisions) {
       expect(r.item).toBe(scored[r.index]);
       expect(keptSet.has(r.duplicateOf)).toBe(true);
       expect(scored[r.duplicateOf]?.item.content).toBe(scored[r.index]?.item.content);
@@ -138,8 +144,16 @@ describe('stage3 conformance vectors', () => {
       input: scored.length,
       kept: expected.length,
       removed: removedIdx.length,
-      charsRemoved: removedIdx.reduce((sum, i) => sum + (scored[i]?.item.content.length ?? 0), 0),
+      charsSaved: removedIdx.reduce((sum, i) => sum + (scored[i]?.item.content.length ?? 0), 0),
     });
     expectUnmodified(scored, before);
+  });
+
+  it.each(files)('%s [bench baseline]', (file) => {
+    const vector = load(file);
+    if (!Array.isArray(vector.expected) || !vector.enabled) return; // the baseline neither validates nor has a switch
+    const scored = build(vector);
+    const out = deduplicateBaseline(scored);
+    expect(out.map((e) => scored.indexOf(e))).toEqual(vector.expected);
   });
 });

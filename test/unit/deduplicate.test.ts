@@ -1,14 +1,16 @@
 /**
  * `deduplicate` / `deduplicateWithReport`: unit tests for the rules and bad input, and
- * fast-check properties that hold on every engine.
+ * fast-check properties that hold on both paths (the native core, and the small-batch fast path
+ * `'auto'` takes up to SMALL_BATCH entries).
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { deduplicate, deduplicateWithReport, SMALL_BATCH, type ContextItem, type DeduplicateOptions, type ScoredItem } from '../../src/index.js';
+import { deduplicateVia, deduplicateWithReportVia, type ScoredPath } from '../../src/stages/deduplicate.js';
 import { thrown, unsafe } from '../support/assertions.js';
 
-type Engine = NonNullable<DeduplicateOptions['engine']>;
-const ENGINES: Engine[] = ['native', 'js', 'auto'];
+type Engine = ScoredPath;
+const ENGINES: Engine[] = ['native', 'auto'];
 
 const s = (content: string, score: number, extra: Record<string, unknown> = {}): ScoredItem => ({
   item: { content, ...extra },
@@ -26,8 +28,8 @@ function oracle(scored: readonly ScoredItem[]): number[] {
 }
 
 describe.each(ENGINES)('deduplicate [engine %s]', (engine) => {
-  const run = (scored: readonly ScoredItem[], options: DeduplicateOptions = {}): ScoredItem[] => deduplicate(scored, { engine, ...options });
-  const report = (scored: readonly ScoredItem[], options: DeduplicateOptions = {}) => deduplicateWithReport(scored, { engine, ...options });
+  const run = (scored: readonly ScoredItem[], options: DeduplicateOptions = {}): ScoredItem[] => deduplicateVia(engine, scored, options);
+  const report = (scored: readonly ScoredItem[], options: DeduplicateOptions = {}) => deduplicateWithReportVia(engine, scored, options);
 
   describe('bad input', () => {
     const both: [string, (x: readonly ScoredItem[]) => unknown][] = [
@@ -91,8 +93,7 @@ describe.each(ENGINES)('deduplicate [engine %s]', (engine) => {
       input.forEach((entry, i) => expect(entry).toBe(copy[i]));
     });
 
-    it('rejects an unknown engine and non-boolean enabled', () => {
-      expect(() => deduplicate([s('a', 1)], unsafe({ engine: 'wasm' }))).toThrow(TypeError);
+    it('rejects a non-boolean enabled', () => {
       expect(() => deduplicate([s('a', 1)], unsafe({ enabled: 'yes' }))).toThrow(TypeError);
       expect(() => deduplicate([s('a', 1)], unsafe('fast'))).toThrow(TypeError);
     });
@@ -102,7 +103,7 @@ describe.each(ENGINES)('deduplicate [engine %s]', (engine) => {
     it('empty in, empty out (enabled or not)', () => {
       expect(run([])).toEqual([]);
       expect(run([], { enabled: false })).toEqual([]);
-      expect(report([])).toEqual({ kept: [], removed: [], stats: { input: 0, kept: 0, removed: 0, charsRemoved: 0 } });
+      expect(report([])).toEqual({ kept: [], decisions: [], stats: { input: 0, kept: 0, removed: 0, charsSaved: 0 } });
     });
 
     it('returns a new array of the very same objects', () => {
@@ -140,7 +141,7 @@ describe.each(ENGINES)('deduplicate [engine %s]', (engine) => {
       const input = [s('a', 1), s('a', 3), s('a', 3), s('a', 2), s('b', 5), s('b', 5)];
       expect(run(input)).toEqual([input[1], input[4]]);
       const r = report(input);
-      expect(r.removed.map((x) => [x.index, x.duplicateOf])).toEqual([
+      expect(r.decisions.map((x) => [x.index, x.duplicateOf])).toEqual([
         [0, 1],
         [2, 1],
         [3, 1],
@@ -156,8 +157,8 @@ describe.each(ENGINES)('deduplicate [engine %s]', (engine) => {
       out.forEach((entry, i) => expect(entry).toBe(input[i]));
       const r = report(input, { enabled: false });
       r.kept.forEach((entry, i) => expect(entry).toBe(input[i]));
-      expect(r.removed).toEqual([]);
-      expect(r.stats).toEqual({ input: 4, kept: 4, removed: 0, charsRemoved: 0 });
+      expect(r.decisions).toEqual([]);
+      expect(r.stats).toEqual({ input: 4, kept: 4, removed: 0, charsSaved: 0 });
     });
 
     it('metadata plays no part; survivors keep their own fields', () => {
@@ -174,18 +175,18 @@ describe.each(ENGINES)('deduplicate [engine %s]', (engine) => {
       expect(out.map((e) => e.item.content)).toEqual(['a\uDC00', 'a\uFFFD', '\uD83D\uDE00', '\uDE00\uD83D', '\uD83D', 'a\uD800']);
     });
 
-    it('report: stats add up and charsRemoved counts UTF-16 units', () => {
+    it('report: stats add up and charsSaved counts UTF-16 units', () => {
       const emoji = '\u{1F600}x'; // 3 UTF-16 units
       const input = [s(emoji, 1), s('ab', 1), s(emoji, 2), s('ab', 0), s('', 5), s('', 6), s('solo', 1)];
       const r = report(input);
       expect(r.kept).toEqual([input[1], input[2], input[5], input[6]]);
-      expect(r.removed).toEqual([
+      expect(r.decisions).toEqual([
         { index: 0, duplicateOf: 2, item: input[0] },
         { index: 3, duplicateOf: 1, item: input[3] },
         { index: 4, duplicateOf: 5, item: input[4] },
       ]);
-      expect(r.removed[0]?.item).toBe(input[0]);
-      expect(r.stats).toEqual({ input: 7, kept: 4, removed: 3, charsRemoved: 3 + 2 + 0 });
+      expect(r.decisions[0]?.item).toBe(input[0]);
+      expect(r.stats).toEqual({ input: 7, kept: 4, removed: 3, charsSaved: 3 + 2 + 0 });
       expect(r.stats.kept + r.stats.removed).toBe(r.stats.input);
     });
 
@@ -212,11 +213,11 @@ describe('deduplicate properties', () => {
   const batch = fc.oneof(fc.array(entry, { maxLength: 20 }), fc.array(entry, { minLength: SMALL_BATCH - 2, maxLength: 3 * SMALL_BATCH }));
   const runs = { numRuns: 300 };
 
-  it.each(['native', 'js', 'auto'] as Engine[])('[engine %s] output is the oracle, a subsequence of the input', (engine) => {
+  it.each(ENGINES)('[engine %s] output is the oracle, a subsequence of the input', (engine) => {
     fc.assert(
       fc.property(batch, (scored) => {
         const frozen = scored.slice();
-        const out = deduplicate(scored, { engine });
+        const out = deduplicateVia(engine, scored);
         const expected = oracle(scored);
         expect(out.length).toBe(expected.length);
         expected.forEach((i, k) => expect(out[k]).toBe(scored[i]));
@@ -234,15 +235,15 @@ describe('deduplicate properties', () => {
     );
   });
 
-  it.each(['native', 'js', 'auto'] as Engine[])('[engine %s] survivors are distinct; removed ones lose to a survivor', (engine) => {
+  it.each(ENGINES)('[engine %s] survivors are distinct; removed ones lose to a survivor', (engine) => {
     fc.assert(
       fc.property(batch, (scored) => {
-        const r = deduplicateWithReport(scored, { engine });
+        const r = deduplicateWithReportVia(engine, scored);
         const contents = r.kept.map((e) => e.item.content);
         expect(new Set(contents).size).toBe(contents.length);
-        expect(r.kept.length + r.removed.length).toBe(scored.length);
+        expect(r.kept.length + r.decisions.length).toBe(scored.length);
         const keptIdx = new Set(r.kept.map((e) => scored.indexOf(e)));
-        for (const x of r.removed) {
+        for (const x of r.decisions) {
           const survivor = scored[x.duplicateOf] as ScoredItem;
           expect(keptIdx.has(x.duplicateOf)).toBe(true);
           expect(survivor.item.content).toBe(x.item.item.content);
@@ -250,8 +251,8 @@ describe('deduplicate properties', () => {
           // Ties go to the lower index.
           if (survivor.score === x.item.score) expect(x.duplicateOf).toBeLessThan(x.index);
         }
-        expect(r.stats.charsRemoved).toBe(r.removed.reduce((sum, x) => sum + x.item.item.content.length, 0));
-        expect(r.kept).toEqual(deduplicate(scored, { engine }));
+        expect(r.stats.charsSaved).toBe(r.decisions.reduce((sum, x) => sum + x.item.item.content.length, 0));
+        expect(r.kept).toEqual(deduplicateVia(engine, scored));
       }),
       runs,
     );
@@ -261,26 +262,26 @@ describe('deduplicate properties', () => {
     const anyScore = fc.oneof(score, fc.constant(Number.NaN));
     const entryAny = fc.record({ item: content.map((c): ContextItem => ({ content: c })), score: anyScore });
     fc.assert(
-      fc.property(fc.array(entryAny, { maxLength: 100 }), fc.constantFrom<Engine>('native', 'js', 'auto'), (scored, engine) => {
-        const out = deduplicate(scored, { enabled: false, engine });
+      fc.property(fc.array(entryAny, { maxLength: 100 }), fc.constantFrom<Engine>(...ENGINES), (scored, engine) => {
+        const out = deduplicateVia(engine, scored, { enabled: false });
         expect(out.length).toBe(scored.length);
         out.forEach((e, i) => expect(e).toBe(scored[i]));
-        const r = deduplicateWithReport(scored, { enabled: false, engine });
+        const r = deduplicateWithReportVia(engine, scored, { enabled: false });
         r.kept.forEach((e, i) => expect(e).toBe(scored[i]));
-        expect(r.removed).toEqual([]);
+        expect(r.decisions).toEqual([]);
       }),
       runs,
     );
   });
 
-  it('native and js engines agree (and so do the reports)', () => {
+  it('the native path and the small-batch fast path agree (and so do the reports)', () => {
     fc.assert(
       fc.property(batch, (scored) => {
-        const a = deduplicateWithReport(scored, { engine: 'native' });
-        const b = deduplicateWithReport(scored, { engine: 'js' });
+        const a = deduplicateWithReportVia('native', scored);
+        const b = deduplicateWithReport(scored);
         expect(a.kept.length).toBe(b.kept.length);
         a.kept.forEach((e, i) => expect(e).toBe(b.kept[i]));
-        expect(a.removed.map((x) => [x.index, x.duplicateOf])).toEqual(b.removed.map((x) => [x.index, x.duplicateOf]));
+        expect(a.decisions.map((x) => [x.index, x.duplicateOf])).toEqual(b.decisions.map((x) => [x.index, x.duplicateOf]));
         expect(a.stats).toEqual(b.stats);
       }),
       runs,
@@ -289,12 +290,12 @@ describe('deduplicate properties', () => {
 
   it('NaN anywhere throws RangeError naming its index, on every engine', () => {
     fc.assert(
-      fc.property(fc.array(entry, { minLength: 1, maxLength: 150 }), fc.nat(), fc.constantFrom<Engine>('native', 'js', 'auto'), (scored, at, engine) => {
+      fc.property(fc.array(entry, { minLength: 1, maxLength: 150 }), fc.nat(), fc.constantFrom<Engine>(...ENGINES), (scored, at, engine) => {
         const i = at % scored.length;
         const bad = scored.slice();
         bad[i] = { item: (scored[i] as ScoredItem).item, score: Number.NaN };
         const firstNaN = bad.findIndex((e) => Number.isNaN(e.score));
-        const error = thrown(() => deduplicate(bad, { engine }));
+        const error = thrown(() => deduplicateVia(engine, bad));
         expect(error).toBeInstanceOf(RangeError);
         expect(error.message).toContain(`scored[${firstNaN}].score`);
       }),
@@ -304,17 +305,13 @@ describe('deduplicate properties', () => {
 });
 
 describe('deduplicate: error messages never fail to build (issue 12)', () => {
-  it('an engine that is a BigInt, a null-prototype or a cyclic object is named in a TypeError', () => {
+  it('an enabled that is a BigInt, a null-prototype or a cyclic object is named in a TypeError', () => {
     const cyclic: Record<string, unknown> = {};
     cyclic['self'] = cyclic;
     const scored = [{ item: { content: 'a' }, score: 1 }];
-    expect(() => deduplicate(scored, { engine: unsafe(10n) })).toThrow(new TypeError("options.engine must be 'auto', 'native' or 'js', got 10n"));
-    expect(() => deduplicate(scored, { engine: unsafe(Object.create(null)) })).toThrow(
-      new TypeError("options.engine must be 'auto', 'native' or 'js', got {}"),
-    );
-    expect(() => deduplicateWithReport(scored, { engine: unsafe(cyclic) })).toThrow(
-      new TypeError("options.engine must be 'auto', 'native' or 'js', got an object"),
-    );
+    expect(() => deduplicate(scored, { enabled: unsafe(10n) })).toThrow(new TypeError('options.enabled must be a boolean, got a bigint'));
+    expect(() => deduplicate(scored, { enabled: unsafe(Object.create(null)) })).toThrow(new TypeError('options.enabled must be a boolean, got an object'));
+    expect(() => deduplicateWithReport(scored, { enabled: unsafe(cyclic) })).toThrow(new TypeError('options.enabled must be a boolean, got an object'));
   });
 
   it('a hole in scored is undefined at its index and gets the same error', () => {

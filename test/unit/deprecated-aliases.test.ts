@@ -5,7 +5,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { dedupeMessages, dedupeOpenAIChat, DEFAULT_TEMPLATES, type DedupeMessagesOptions, type Message } from '../../src/index.js';
+import { dedupeMessages, dedupeOpenAIChat, deduplicateWithReport, DEFAULT_TEMPLATES, type DedupeMessagesOptions, type Message } from '../../src/index.js';
 import { type ClusterReport, InMemoryStore, MemoryDeduplicator } from '../../src/memory/index.js';
 import { thrown, unsafe } from '../support/assertions.js';
 import { cli, tempDir } from '../support/cli-helpers.js';
@@ -140,5 +140,21 @@ describe('memory: deduplicateAll is a deprecated alias of dedupeAll; a cluster l
     expect(Object.keys(cluster)).not.toContain('removed');
     expect(JSON.parse(JSON.stringify(cluster))).toEqual({ ...cluster });
     expect(await (await seeded()).deduplicateAll({ dryRun: true })).toEqual(report);
+  });
+});
+
+describe('deduplicateWithReport: decisions and stats.charsSaved (removed / charsRemoved deprecated)', () => {
+  it('the old names read the same values and stay out of JSON', () => {
+    const scored = [
+      { item: { content: 'ab' }, score: 1 },
+      { item: { content: 'ab' }, score: 2 },
+    ];
+    const report = deduplicateWithReport(scored);
+    expect(report.decisions).toEqual([{ index: 0, duplicateOf: 1, item: scored[0] }]);
+    expect(report.stats).toEqual({ input: 2, kept: 1, removed: 1, charsSaved: 2 });
+    expect(report.removed).toBe(report.decisions);
+    expect(report.stats.charsRemoved).toBe(2);
+    expect(Object.keys(report)).toEqual(['kept', 'decisions', 'stats']);
+    expect(Object.keys(JSON.parse(JSON.stringify(report.stats)))).toEqual(['input', 'kept', 'removed', 'charsSaved']);
   });
 });
