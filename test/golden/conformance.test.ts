@@ -10,7 +10,7 @@ import { cpSync, existsSync, readFileSync, readdirSync, statSync, symlinkSync, w
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listSuites, renderValue, runConformance, type ConformanceImpl, type ConformanceReport } from '../../src/conformance/index.js';
-import { deduplicate, dedupeMessages, ResourceLedger, type ResourceLedgerOptions, type ScoredItem } from '../../src/index.js';
+import { dedupeMessages, ResourceLedger, type ResourceLedgerOptions, type ScoredItem } from '../../src/index.js';
 import { deduplicateVia, deduplicateWithReportVia } from '../../src/stages/deduplicate.js';
 import { cli, tempDir } from '../support/cli-helpers.js';
 
