@@ -65,6 +65,7 @@ export {
   type AttachmentRecord,
   type ToolResponse,
   type ResourceDecision,
+  type ResourceStats,
   type ResourceReport,
   type ProcessResult,
   type ResourceLedgerTotals,
@@ -72,6 +73,7 @@ export {
   type McpContentBlock,
   type McpToolResult,
   type ToolCallInfo,
+  type ToolResultStats,
   type ToolResultReport,
   type ToolResultProcessed,
 } from './stages/resources.js';

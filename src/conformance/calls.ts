@@ -208,14 +208,21 @@ const dedupeFindings: CallSpec = {
     guarded(expected, async () => {
       const { findings, options } = record(input, 'input');
       const r = record(await fn(...args(findings, options)), 'result');
+      // Format v1 reads the counts at the top level, the list as `duplicates` and the kept
+      // paragraph as `duplicateOf`: ctxdedup's `stats`, `decisions` and `duplicateOfParagraph`
+      // (an implementation may still use the old shape).
+      const flat = r['stats'] === undefined;
+      const stats = flat ? r : record(r['stats'], 'result.stats');
+      const list = flat ? 'duplicates' : 'decisions';
       return {
         text: r['text'],
-        paragraphs: r['paragraphs'],
-        kept: r['kept'],
-        removed: r['removed'],
-        duplicates: array(r['duplicates'], 'result.duplicates').map((d, i) => {
-          const x = record(d, `result.duplicates[${i}]`);
-          return { finding: x['finding'], paragraph: x['paragraph'], duplicateOfFinding: x['duplicateOfFinding'], duplicateOf: x['duplicateOf'] };
+        paragraphs: stats['paragraphs'],
+        kept: stats['kept'],
+        removed: stats['removed'],
+        duplicates: array(r[list], `result.${list}`).map((d, i) => {
+          const x = record(d, `result.${list}[${i}]`);
+          const duplicateOf = x['duplicateOfParagraph'] === undefined ? x['duplicateOf'] : x['duplicateOfParagraph'];
+          return { finding: x['finding'], paragraph: x['paragraph'], duplicateOfFinding: x['duplicateOfFinding'], duplicateOf };
         }),
       };
     }),
@@ -226,16 +233,26 @@ const dedupeSources: CallSpec = {
     guarded(expected, async () => {
       const { sources, options } = record(input, 'input');
       const r = record(await fn(...args(sources, options)), 'result');
+      // Format v1 says `unique`, `pruned` and stats `{ total, unique, pruned, … }`: ctxdedup's
+      // `kept`, `decisions` and `{ input, kept, removed, … }` (an implementation may still use the old names).
+      const old = r['decisions'] === undefined;
+      const keptKey = old ? 'unique' : 'kept';
+      const listKey = old ? 'pruned' : 'decisions';
+      let stats = r['stats'];
+      if (!old && typeof stats === 'object' && stats !== null) {
+        const { input, kept, removed, total: _t, unique: _u, pruned: _p, ...rest } = stats as Record<string, unknown>;
+        stats = { total: input, unique: kept, pruned: removed, ...rest };
+      }
       return {
-        unique: positions(r['unique'], sources as unknown[], 'result.unique'),
-        pruned: array(r['pruned'], 'result.pruned').map((p, i) => {
-          const x = record(p, `result.pruned[${i}]`);
+        unique: positions(r[keptKey], sources as unknown[], `result.${keptKey}`),
+        pruned: array(r[listKey], `result.${listKey}`).map((p, i) => {
+          const x = record(p, `result.${listKey}[${i}]`);
           const entry: Projection = { index: x['index'], reason: x['reason'] };
           if (x['duplicateOf'] !== undefined) entry['duplicateOf'] = x['duplicateOf'];
           if (x['key'] !== undefined) entry['key'] = x['key'];
           return entry;
         }),
-        stats: r['stats'],
+        stats,
       };
     }),
 };

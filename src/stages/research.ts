@@ -12,6 +12,7 @@
  */
 import { describe, expectArray, expectObject, expectOptions, optionalBoolean, optionalNumber, rangeError, typeError } from '../validation.js';
 import { native } from '../native.js';
+import { deprecatedAlias } from '../deprecated.js';
 import { resolveTokenCounter, type TokenCounterOption } from '../tokens.js';
 
 /** A research source. Only the URL and credibility fields are read; the rest rides along. */
@@ -43,12 +44,35 @@ export interface PrunedSource<S extends Source = Source> {
   key?: string;
 }
 
+/** Totals of {@link dedupeSources}. */
+export interface DedupeSourcesStats {
+  /** Sources given. */
+  input: number;
+  /** Sources kept (`kept.length`). */
+  kept: number;
+  /** Sources dropped (`decisions.length`): `withoutUrl + duplicates`. */
+  removed: number;
+  withoutUrl: number;
+  duplicates: number;
+  /** @deprecated Use `input`. Not enumerable: absent from JSON. */
+  readonly total: number;
+  /** @deprecated Use `kept`. Not enumerable: absent from JSON. */
+  readonly unique: number;
+  /** @deprecated Use `removed`. Not enumerable: absent from JSON. */
+  readonly pruned: number;
+}
+
 /** Result of {@link dedupeSources}. */
 export interface DedupeSourcesResult<S extends Source = Source> {
   /** One source per URL: the most credible (ties: the first), sorted by credibility, descending (stable). */
-  unique: S[];
-  pruned: PrunedSource<S>[];
-  stats: { total: number; unique: number; pruned: number; withoutUrl: number; duplicates: number };
+  kept: S[];
+  /** One per dropped source, in input order, with the reason. */
+  decisions: PrunedSource<S>[];
+  stats: DedupeSourcesStats;
+  /** @deprecated Use `kept` (the same array). Not enumerable: absent from JSON. */
+  readonly unique: S[];
+  /** @deprecated Use `decisions` (the same array). Not enumerable: absent from JSON. */
+  readonly pruned: PrunedSource<S>[];
 }
 
 /** Options of {@link dedupeFindings}. */
@@ -68,24 +92,51 @@ export interface FindingDuplicate {
   /** Index of the findings text holding the first occurrence. */
   duplicateOfFinding: number;
   /** The first occurrence (kept). */
-  duplicateOf: string;
+  duplicateOfParagraph: string;
+  /**
+   * @deprecated Use `duplicateOfParagraph` (`duplicateOf` names the kept item, an index or id,
+   * everywhere else). Not enumerable: absent from JSON.
+   */
+  readonly duplicateOf: string;
+}
+
+/** Totals of {@link dedupeFindings}. */
+export interface DedupeFindingsStats {
+  /** Paragraphs found. */
+  paragraphs: number;
+  /** Paragraphs kept. */
+  kept: number;
+  /** Paragraphs removed (`decisions.length`). */
+  removed: number;
+  /** Tokens of `text`. */
+  tokens: number;
+  /** Tokens of every paragraph joined the same way, duplicates included. */
+  naiveTokens: number;
+  /** `naiveTokens - tokens`. */
+  tokensSaved: number;
 }
 
 /** Result of {@link dedupeFindings}. */
 export interface DedupeFindingsResult {
   /** Kept paragraphs, in order, joined by a blank line (`\n\n`). */
   text: string;
-  /** Number of paragraphs removed. */
-  removed: number;
-  /** `naiveTokens - tokens`. */
-  tokensSaved: number;
-  /** Tokens of `text`. */
-  tokens: number;
-  /** Tokens of every paragraph joined the same way, duplicates included. */
-  naiveTokens: number;
-  paragraphs: number;
-  kept: number;
-  duplicates: FindingDuplicate[];
+  /** One per removed paragraph, in order. */
+  decisions: FindingDuplicate[];
+  stats: DedupeFindingsStats;
+  /** @deprecated Use `decisions` (the same array). Not enumerable: absent from JSON. */
+  readonly duplicates: FindingDuplicate[];
+  /** @deprecated Use `stats.removed`. Not enumerable: absent from JSON. */
+  readonly removed: number;
+  /** @deprecated Use `stats.tokensSaved`. Not enumerable: absent from JSON. */
+  readonly tokensSaved: number;
+  /** @deprecated Use `stats.tokens`. Not enumerable: absent from JSON. */
+  readonly tokens: number;
+  /** @deprecated Use `stats.naiveTokens`. Not enumerable: absent from JSON. */
+  readonly naiveTokens: number;
+  /** @deprecated Use `stats.paragraphs`. Not enumerable: absent from JSON. */
+  readonly paragraphs: number;
+  /** @deprecated Use `stats.kept`. Not enumerable: absent from JSON. */
+  readonly kept: number;
 }
 
 /** One line of a stage card. */
@@ -216,11 +267,14 @@ export function dedupeSources<S extends Source>(sources: readonly S[], options?:
   unique.sort((a, b) => (all[b] as number) - (all[a] as number) || a - b);
   pruned.sort((a, b) => a.index - b.index);
   const withoutUrl = pruned.filter((p) => p.reason === 'no-url').length;
-  return {
-    unique: unique.map((i) => sources[i] as S),
-    pruned,
-    stats: { total: sources.length, unique: unique.length, pruned: pruned.length, withoutUrl, duplicates: pruned.length - withoutUrl },
-  };
+  const kept = unique.map((i) => sources[i] as S);
+  const stats = { input: sources.length, kept: kept.length, removed: pruned.length, withoutUrl, duplicates: pruned.length - withoutUrl };
+  deprecatedAlias(stats, 'total', stats.input);
+  deprecatedAlias(stats, 'unique', stats.kept);
+  deprecatedAlias(stats, 'pruned', stats.removed);
+  const result = { kept, decisions: pruned, stats };
+  deprecatedAlias(result, 'unique', kept);
+  return deprecatedAlias(result, 'pruned', pruned) as DedupeSourcesResult<S>;
 }
 
 /**
@@ -259,18 +313,24 @@ export function dedupeFindings(findings: readonly string[], options?: DedupeFind
     if (first === i) {
       kept.push(paragraphs[i] as string);
     } else {
-      duplicates.push({
+      const duplicateOfParagraph = paragraphs[first] as string;
+      const duplicate = {
         finding: result.text[i] as number,
         paragraph: paragraphs[i] as string,
         duplicateOfFinding: result.text[first] as number,
-        duplicateOf: paragraphs[first] as string,
-      });
+        duplicateOfParagraph,
+      };
+      duplicates.push(deprecatedAlias(duplicate, 'duplicateOf', duplicateOfParagraph) as FindingDuplicate);
     }
   }
   const text = kept.join('\n\n');
   const tokens = count(text);
   const naiveTokens = duplicates.length === 0 ? tokens : count(paragraphs.join('\n\n'));
-  return { text, removed: duplicates.length, tokensSaved: naiveTokens - tokens, tokens, naiveTokens, paragraphs: n, kept: kept.length, duplicates };
+  const stats: DedupeFindingsStats = { paragraphs: n, kept: kept.length, removed: duplicates.length, tokens, naiveTokens, tokensSaved: naiveTokens - tokens };
+  const out = { text, decisions: duplicates, stats };
+  deprecatedAlias(out, 'duplicates', duplicates);
+  for (const key of ['removed', 'tokensSaved', 'tokens', 'naiveTokens', 'paragraphs', 'kept'] as const) deprecatedAlias(out, key, stats[key]);
+  return out as DedupeFindingsResult;
 }
 
 /**
@@ -300,9 +360,10 @@ function round1(x: number): number {
  * and findings counts as labelled items.
  *
  * @throws TypeError if neither result is given, one is not an object, or a count it reads
- *   (`sources.stats.total`, `unique`, `pruned`; `findings.tokens`, `naiveTokens`, `removed`,
+ *   (`sources.stats.input`, `kept`, `removed`; `findings.stats.tokens`, `naiveTokens`, `removed`,
  *   `tokensSaved`) is not a number; RangeError if such a count is not an integer (or negative,
- *   except `tokensSaved`).
+ *   except `tokensSaved`). Results in the shape of earlier versions (`sources.stats.total`,
+ *   `unique`, `pruned`; the findings counts at the top level) are read too.
  */
 export function researchStageReport(results: { sources?: DedupeSourcesResult; findings?: DedupeFindingsResult }): StageReport {
   expectObject(results, 'results');
@@ -313,21 +374,30 @@ export function researchStageReport(results: { sources?: DedupeSourcesResult; fi
     expectObject(sources, 'results.sources');
     const stats: unknown = sources['stats'];
     expectObject(stats, 'results.sources.stats');
+    const read = (name: string, old: string): number => {
+      const key = stats[name] === undefined && stats[old] !== undefined ? old : name;
+      return count(stats[key], `results.sources.stats.${key}`);
+    };
     items.push(
-      { label: 'Sources', value: count(stats['total'], 'results.sources.stats.total') },
-      { label: 'Unique sources', value: count(stats['unique'], 'results.sources.stats.unique') },
-      { label: 'Pruned sources', value: count(stats['pruned'], 'results.sources.stats.pruned') },
+      { label: 'Sources', value: read('input', 'total') },
+      { label: 'Unique sources', value: read('kept', 'unique') },
+      { label: 'Pruned sources', value: read('removed', 'pruned') },
     );
   }
   let tokens = 0;
   let naiveTokens = 0;
   if (findings !== undefined) {
     expectObject(findings, 'results.findings');
-    tokens = count(findings['tokens'], 'results.findings.tokens');
-    naiveTokens = count(findings['naiveTokens'], 'results.findings.naiveTokens');
+    // The counts are in `stats`; results of earlier versions hold them at the top level.
+    const flat = findings['stats'] === undefined;
+    const stats: unknown = flat ? findings : findings['stats'];
+    const at = flat ? 'results.findings' : 'results.findings.stats';
+    expectObject(stats, at);
+    tokens = count(stats['tokens'], `${at}.tokens`);
+    naiveTokens = count(stats['naiveTokens'], `${at}.naiveTokens`);
     items.push(
-      { label: 'Duplicate paragraphs removed', value: count(findings['removed'], 'results.findings.removed') },
-      { label: 'Findings tokens saved', value: count(findings['tokensSaved'], 'results.findings.tokensSaved', -Number.MAX_SAFE_INTEGER) },
+      { label: 'Duplicate paragraphs removed', value: count(stats['removed'], `${at}.removed`) },
+      { label: 'Findings tokens saved', value: count(stats['tokensSaved'], `${at}.tokensSaved`, -Number.MAX_SAFE_INTEGER) },
     );
   }
   const savedPercent = naiveTokens > 0 ? round1(((naiveTokens - tokens) / naiveTokens) * 100) : 0;

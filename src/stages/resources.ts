@@ -23,6 +23,7 @@
  */
 import { describe, expectArray, expectObject, expectOptions, optionalBoolean, optionalNumber, rangeError, show, typeError } from '../validation.js';
 import { native } from '../native.js';
+import { deprecatedAlias } from '../deprecated.js';
 import { resolveTokenCounter, type TokenCounter, type TokenCounterOption } from '../tokens.js';
 
 /** Resource content delivered to the model. */
@@ -152,7 +153,7 @@ export type ResourceDecision =
     };
 
 /** Totals of one tool response. */
-export interface ResourceReport {
+export interface ResourceStats {
   blocks: number;
   resourceBlocks: number;
   /** Resource blocks replaced by a reference. */
@@ -167,13 +168,18 @@ export interface ResourceReport {
   tokensSaved: number;
 }
 
+/** @deprecated Use {@link ResourceStats}. */
+export type ResourceReport = ResourceStats;
+
 /** Result of {@link ResourceLedger.process}. */
 export interface ProcessResult<B extends ContentBlock = ContentBlock> {
   /** The response's blocks, references in place of matched resource blocks, in order. */
   blocks: (B | TextBlock)[];
   /** One entry per resource block, in order. */
   decisions: ResourceDecision[];
-  report: ResourceReport;
+  stats: ResourceStats;
+  /** @deprecated Use `stats` (the same object). Not enumerable: absent from JSON. */
+  readonly report: ResourceStats;
 }
 
 /** Result of {@link ResourceLedger.recordAttachment}. */
@@ -207,10 +213,13 @@ export interface ToolCallInfo {
 }
 
 /** Totals of one MCP tool result. */
-export interface ToolResultReport extends ResourceReport {
+export interface ToolResultStats extends ResourceStats {
   /** Content blocks of a type MCP does not define, passed through untouched. */
   unknown: number;
 }
+
+/** @deprecated Use {@link ToolResultStats}. */
+export type ToolResultReport = ToolResultStats;
 
 /** Result of {@link ResourceLedger.processToolResult}. */
 export interface ToolResultProcessed<R extends McpToolResult = McpToolResult> {
@@ -218,7 +227,9 @@ export interface ToolResultProcessed<R extends McpToolResult = McpToolResult> {
   result: R;
   /** One per embedded resource, `index` its position in `result.content`. */
   decisions: ResourceDecision[];
-  report: ToolResultReport;
+  stats: ToolResultStats;
+  /** @deprecated Use `stats` (the same object). Not enumerable: absent from JSON. */
+  readonly report: ToolResultStats;
 }
 
 /** Running totals of a ledger (persisted with it). */
@@ -520,7 +531,7 @@ function mcpResources(content: unknown, path: string): { blocks: ResourceBlock[]
  * @example
  * const ledger = new ResourceLedger({ tools: { run_tests: { deduplicate: false } } });
  * ledger.recordAttachment({ uri: 'file:///src/foo.rs', content: fooRs, turn: 1 });
- * const { blocks, report } = ledger.process({ turn: 3, tool: 'read_file', callId: 'c1', blocks: toolBlocks });
+ * const { blocks, stats } = ledger.process({ turn: 3, tool: 'read_file', callId: 'c1', blocks: toolBlocks });
  * // blocks: the foo.rs resource block is now a short reference to "the attachment at turn 1"
  */
 export class ResourceLedger {
@@ -696,7 +707,7 @@ export class ResourceLedger {
     this.#turn = turn;
     for (const d of pending) this.#add(d);
     for (const [key, n] of tokenUpdates) this.#tokenCache.set(key, n);
-    const report: ResourceReport = {
+    const stats: ResourceStats = {
       blocks: blocks.length,
       resourceBlocks: input.index.length,
       matched,
@@ -708,11 +719,11 @@ export class ResourceLedger {
     };
     const t = this.#totals;
     t.responses++;
-    t.resourceBlocks += report.resourceBlocks;
+    t.resourceBlocks += stats.resourceBlocks;
     t.matched += matched;
-    t.bytesSaved += report.bytesSaved;
+    t.bytesSaved += stats.bytesSaved;
     t.tokensSaved += tokensSaved;
-    return { blocks: out, decisions, report };
+    return deprecatedAlias({ blocks: out, decisions, stats }, 'report', stats) as ProcessResult<B>;
   }
 
   /**
@@ -741,11 +752,8 @@ export class ResourceLedger {
       if (d.action === 'referenced') out[index] = { type: 'text', text: (processed.blocks[d.index] as TextBlock).text };
       return { ...d, index };
     });
-    return {
-      result: { ...result, content: out },
-      decisions,
-      report: { ...processed.report, blocks: content.length, unknown: found.unknown },
-    };
+    const stats: ToolResultStats = { ...processed.stats, blocks: content.length, unknown: found.unknown };
+    return deprecatedAlias({ result: { ...result, content: out }, decisions, stats }, 'report', stats) as ToolResultProcessed<R>;
   }
 
   /**

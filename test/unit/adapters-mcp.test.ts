@@ -66,7 +66,7 @@ describe('MCP: dedupeMcpClient with a real stdio server (official SDK on both si
     expect(second.result.content[2]).toEqual(first.result.content[2]);
     expect(second.result.content[3]).toEqual(first.result.content[3]);
     expect(second.result['structuredContent']).toEqual(first.result['structuredContent']);
-    expect(processed[1]?.report).toMatchObject({ blocks: 4, resourceBlocks: 1, matched: 1, unknown: 0 });
+    expect(processed[1]?.stats).toMatchObject({ blocks: 4, resourceBlocks: 1, matched: 1, unknown: 0 });
 
     writeFileSync(join(dir, 'a.ts'), sourceFile('alpha').replace('line 7 of', 'line seven of'));
     const edited = await read('a.ts');
@@ -111,7 +111,7 @@ describe('ResourceLedger.processToolResult', () => {
     ];
     const first = ledger.processToolResult(result(blocks), call(1, 'c1'));
     expect(first.result.content).toEqual(blocks);
-    expect(first.report).toMatchObject({ blocks: 4, resourceBlocks: 2, matched: 0, unknown: 1 });
+    expect(first.stats).toMatchObject({ blocks: 4, resourceBlocks: 2, matched: 0, unknown: 1 });
     expect(first.decisions.map((d) => [d.index, d.action])).toEqual([
       [0, 'delivered'],
       [2, 'delivered'],
@@ -123,7 +123,7 @@ describe('ResourceLedger.processToolResult', () => {
     expect(second.result.content[3]).toBe(blocks[3]);
     expect(second.result.content[0]).toMatchObject({ type: 'text' });
     expect(second.result.content[2]).toMatchObject({ type: 'text' });
-    expect(second.report).toMatchObject({ matched: 2, unknown: 1 });
+    expect(second.stats).toMatchObject({ matched: 2, unknown: 1 });
     // The input result is not mutated.
     expect(blocks[0]).toEqual({ type: 'resource', resource: { uri: 'file:///g.ts', text } });
   });

@@ -5,7 +5,18 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { dedupeMessages, dedupeOpenAIChat, deduplicateWithReport, DEFAULT_TEMPLATES, type DedupeMessagesOptions, type Message } from '../../src/index.js';
+import {
+  dedupeFindings,
+  dedupeSources,
+  researchStageReport,
+  ResourceLedger,
+  dedupeMessages,
+  dedupeOpenAIChat,
+  deduplicateWithReport,
+  DEFAULT_TEMPLATES,
+  type DedupeMessagesOptions,
+  type Message,
+} from '../../src/index.js';
 import { type ClusterReport, InMemoryStore, MemoryDeduplicator } from '../../src/memory/index.js';
 import { thrown, unsafe } from '../support/assertions.js';
 import { cli, tempDir } from '../support/cli-helpers.js';
@@ -156,5 +167,56 @@ describe('deduplicateWithReport: decisions and stats.charsSaved (removed / chars
     expect(report.stats.charsRemoved).toBe(2);
     expect(Object.keys(report)).toEqual(['kept', 'decisions', 'stats']);
     expect(Object.keys(JSON.parse(JSON.stringify(report.stats)))).toEqual(['input', 'kept', 'removed', 'charsSaved']);
+  });
+});
+
+describe('research and resources: decisions and stats (old names deprecated, non-enumerable)', () => {
+  it('dedupeSources: kept / decisions / stats { input, kept, removed }', () => {
+    const sources = [{ url: 'a', credibility_score: 1 }, { url: 'a', credibility_score: 2 }, { title: 'no url' }];
+    const r = dedupeSources(sources);
+    expect(Object.keys(r)).toEqual(['kept', 'decisions', 'stats']);
+    expect(r.kept).toEqual([sources[1]]);
+    expect(r.decisions.map((d) => [d.index, d.reason])).toEqual([
+      [0, 'duplicate'],
+      [2, 'no-url'],
+    ]);
+    expect(r.stats).toEqual({ input: 3, kept: 1, removed: 2, withoutUrl: 1, duplicates: 1 });
+    expect(r.unique).toBe(r.kept);
+    expect(r.pruned).toBe(r.decisions);
+    expect([r.stats.total, r.stats.unique, r.stats.pruned]).toEqual([3, 1, 2]);
+  });
+
+  it('dedupeFindings: decisions / stats, duplicateOfParagraph', () => {
+    const p = 'A paragraph that is long enough to count.';
+    const r = dedupeFindings([p, p.toUpperCase()], { countTokens: (t) => t.length });
+    expect(Object.keys(r)).toEqual(['text', 'decisions', 'stats']);
+    expect(r.decisions).toEqual([{ finding: 1, paragraph: p.toUpperCase(), duplicateOfFinding: 0, duplicateOfParagraph: p }]);
+    expect(r.stats).toEqual({ paragraphs: 2, kept: 1, removed: 1, tokens: p.length, naiveTokens: 2 * p.length + 2, tokensSaved: p.length + 2 });
+    expect(r.duplicates).toBe(r.decisions);
+    expect(r.decisions[0]?.duplicateOf).toBe(p);
+    const { removed, tokensSaved, tokens, naiveTokens, paragraphs, kept } = r;
+    expect({ removed, tokensSaved, tokens, naiveTokens, paragraphs, kept }).toEqual(r.stats);
+    // The card reads the new shape, and the old one (a result saved by an earlier version).
+    const card = researchStageReport({ findings: r });
+    expect(researchStageReport({ findings: unsafe({ ...r.stats, text: r.text }) })).toEqual(card);
+    const s = dedupeSources([{ url: 'a' }, { url: 'a' }]);
+    expect(researchStageReport({ sources: unsafe({ stats: { total: 2, unique: 1, pruned: 1 } }) })).toEqual(researchStageReport({ sources: s }));
+  });
+
+  it('ResourceLedger: process and processToolResult return stats (report deprecated)', () => {
+    const ledger = new ResourceLedger();
+    const content = 'x'.repeat(400);
+    ledger.recordAttachment({ uri: 'file:///a', content, turn: 1 });
+    const r = ledger.process({ turn: 2, tool: 'read', callId: 'c1', blocks: [{ type: 'resource', uri: 'file:///a', content }] });
+    expect(Object.keys(r)).toEqual(['blocks', 'decisions', 'stats']);
+    expect(r.stats).toMatchObject({ resourceBlocks: 1, matched: 1 });
+    expect(r.report).toBe(r.stats);
+    const t = ledger.processToolResult(
+      { content: [{ type: 'resource', resource: { uri: 'file:///a', text: content } }] },
+      { turn: 3, tool: 'read', callId: 'c2' },
+    );
+    expect(Object.keys(t)).toEqual(['result', 'decisions', 'stats']);
+    expect(t.stats).toMatchObject({ matched: 1, unknown: 0 });
+    expect(t.report).toBe(t.stats);
   });
 });

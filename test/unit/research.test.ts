@@ -28,7 +28,7 @@ describe('dedupeSources', () => {
       { url: 'https://c.example', credibility_score: 0.1, title: 'c1' },
       { url: 'https://b.example/', credibility_score: 0.2, title: 'b2' },
     ];
-    const { unique, pruned, stats } = dedupeSources(sources);
+    const { kept: unique, decisions: pruned, stats } = dedupeSources(sources);
     expect(unique.map((s) => s['title'])).toEqual(['a2', 'b1', 'c1']);
     expect(unique[0]).toBe(sources[2]);
     expect(pruned).toEqual([
@@ -36,7 +36,7 @@ describe('dedupeSources', () => {
       { index: 3, source: sources[3], reason: 'no-url' },
       { index: 5, source: sources[5], reason: 'duplicate', duplicateOf: 1, key: 'https://b.example/' },
     ]);
-    expect(stats).toEqual({ total: 6, unique: 3, pruned: 3, withoutUrl: 1, duplicates: 2 });
+    expect(stats).toEqual({ input: 6, kept: 3, removed: 3, withoutUrl: 1, duplicates: 2 });
   });
 
   it('breaks credibility ties in favour of the first source, and sorts stably', () => {
@@ -48,14 +48,14 @@ describe('dedupeSources', () => {
       { url: 'z', credibility_score: -0, id: 5 },
       { url: 'z', credibility_score: 0, id: 6 },
     ];
-    expect(dedupeSources(sources).unique.map((s) => s['id'])).toEqual([1, 2, 4, 5]);
+    expect(dedupeSources(sources).kept.map((s) => s['id'])).toEqual([1, 2, 4, 5]);
   });
 
   it('drops sources whose URL is missing, null, empty or blank', () => {
     const sources: Source[] = [{ credibility_score: 1 }, { url: null }, { url: '' }, { url: '  \t' }, { url: 'ok' }];
     const r = dedupeSources(sources);
-    expect(r.unique).toEqual([{ url: 'ok' }]);
-    expect(r.pruned.map((p) => [p.index, p.reason])).toEqual([
+    expect(r.kept).toEqual([{ url: 'ok' }]);
+    expect(r.decisions.map((p) => [p.index, p.reason])).toEqual([
       [0, 'no-url'],
       [1, 'no-url'],
       [2, 'no-url'],
@@ -66,11 +66,11 @@ describe('dedupeSources', () => {
   it('treats a missing credibility as 0 and reads configurable fields', () => {
     const sources = [{ link: 'u' }, { link: 'u', score: 0.1 }, { link: 'v', score: -2 }];
     const r = dedupeSources(sources, { credibilityField: 'score', urlField: 'link' });
-    expect(r.unique).toEqual([
+    expect(r.kept).toEqual([
       { link: 'u', score: 0.1 },
       { link: 'v', score: -2 },
     ]);
-    expect(dedupeSources([{ url: 'u' }, { url: 'u', credibility_score: 0 }]).unique).toEqual([{ url: 'u' }]);
+    expect(dedupeSources([{ url: 'u' }, { url: 'u', credibility_score: 0 }]).kept).toEqual([{ url: 'u' }]);
   });
 
   it('compares URLs exactly unless canonicalizeUrls is on', () => {
@@ -80,10 +80,10 @@ describe('dedupeSources', () => {
       { url: 'HTTPS://EXAMPLE.COM:443/a', credibility_score: 0.5 },
       { url: 'https://example.com/b', credibility_score: 0.1 },
     ];
-    expect(dedupeSources(sources).unique).toHaveLength(4);
+    expect(dedupeSources(sources).kept).toHaveLength(4);
     const r = dedupeSources(sources, { canonicalizeUrls: true });
-    expect(r.unique).toEqual([sources[1], sources[3]]);
-    expect(r.pruned.map((p) => p.key)).toEqual(['https://example.com/a', 'https://example.com/a']);
+    expect(r.kept).toEqual([sources[1], sources[3]]);
+    expect(r.decisions.map((p) => p.key)).toEqual(['https://example.com/a', 'https://example.com/a']);
   });
 
   it.each([
@@ -103,7 +103,7 @@ describe('dedupeSources', () => {
   it('validates options', () => {
     expect(() => dedupeSources([], { credibilityField: 3 as unknown as string })).toThrow(/options\.credibilityField must be a string/);
     expect(() => dedupeSources([], { canonicalizeUrls: 'yes' as unknown as boolean })).toThrow(/options\.canonicalizeUrls must be a boolean/);
-    expect(dedupeSources([])).toEqual({ unique: [], pruned: [], stats: { total: 0, unique: 0, pruned: 0, withoutUrl: 0, duplicates: 0 } });
+    expect(dedupeSources([])).toEqual({ kept: [], decisions: [], stats: { input: 0, kept: 0, removed: 0, withoutUrl: 0, duplicates: 0 } });
   });
 });
 
@@ -176,21 +176,21 @@ describe('dedupeFindings', () => {
   it('keeps the first occurrence of each paragraph, in order, joined by a blank line', () => {
     const r = dedupeFindings([`${P1}\n\n${P2}`, `${P3}\n\n\n${P1.toUpperCase()}`, `  ${P2.replace(/ /g, '  \n ')}  `]);
     expect(r.text).toBe(`${P1}\n\n${P2}\n\n${P3}`);
-    expect(r.removed).toBe(2);
-    expect(r.paragraphs).toBe(5);
-    expect(r.kept).toBe(3);
-    expect(r.duplicates).toEqual([
-      { finding: 1, paragraph: P1.toUpperCase(), duplicateOfFinding: 0, duplicateOf: P1 },
-      { finding: 2, paragraph: P2.replace(/ /g, '  \n '), duplicateOfFinding: 0, duplicateOf: P2 },
+    expect(r.stats.removed).toBe(2);
+    expect(r.stats.paragraphs).toBe(5);
+    expect(r.stats.kept).toBe(3);
+    expect(r.decisions).toEqual([
+      { finding: 1, paragraph: P1.toUpperCase(), duplicateOfFinding: 0, duplicateOfParagraph: P1 },
+      { finding: 2, paragraph: P2.replace(/ /g, '  \n '), duplicateOfFinding: 0, duplicateOfParagraph: P2 },
     ]);
   });
 
   it('counts tokens with o200k by default: tokensSaved = naive - kept', () => {
     const r = dedupeFindings([`${P1}\n\n${P2}`, `${P1}\n\n${P3}`]);
-    expect(r.tokens).toBe(countTokens(`${P1}\n\n${P2}\n\n${P3}`));
-    expect(r.naiveTokens).toBe(countTokens(`${P1}\n\n${P2}\n\n${P1}\n\n${P3}`));
-    expect(r.tokensSaved).toBe(r.naiveTokens - r.tokens);
-    expect(r.tokensSaved).toBeGreaterThan(5);
+    expect(r.stats.tokens).toBe(countTokens(`${P1}\n\n${P2}\n\n${P3}`));
+    expect(r.stats.naiveTokens).toBe(countTokens(`${P1}\n\n${P2}\n\n${P1}\n\n${P3}`));
+    expect(r.stats.tokensSaved).toBe(r.stats.naiveTokens - r.stats.tokens);
+    expect(r.stats.tokensSaved).toBeGreaterThan(5);
   });
 
   it('accepts another encoding or a counter function', () => {
@@ -208,17 +208,17 @@ describe('dedupeFindings', () => {
     expect(nineteen).toHaveLength(19);
     const r = dedupeFindings([`${nineteen}\n\n${twenty}t`, `${nineteen}\n\n${twenty}t`], zero);
     expect(r.text).toBe(`${nineteen}\n\n${twenty}t\n\n${nineteen}`);
-    expect(r.removed).toBe(1);
+    expect(r.stats.removed).toBe(1);
     // The length is that of the key: whitespace runs collapse before counting.
     const spaced = 'a    b    c    d    e'; // 21 chars, key 'a b c d e' has 9
-    expect(dedupeFindings([spaced, spaced], zero).removed).toBe(0);
-    expect(dedupeFindings([nineteen, nineteen], { ...zero, minChars: 5 }).removed).toBe(1);
-    expect(dedupeFindings([nineteen, nineteen], { ...zero, minChars: 0 }).removed).toBe(1);
+    expect(dedupeFindings([spaced, spaced], zero).stats.removed).toBe(0);
+    expect(dedupeFindings([nineteen, nineteen], { ...zero, minChars: 5 }).stats.removed).toBe(1);
+    expect(dedupeFindings([nineteen, nineteen], { ...zero, minChars: 0 }).stats.removed).toBe(1);
   });
 
   it('splits on blank lines: CRLF and whitespace-only lines count, single newlines do not', () => {
     const r = dedupeFindings([`${P1}\r\n\r\n${P2}\n \t \n${P3}\nstill P3`], zero);
-    expect(r.paragraphs).toBe(3);
+    expect(r.stats.paragraphs).toBe(3);
     expect(r.text).toBe(`${P1}\n\n${P2}\n\n${P3}\nstill P3`);
   });
 
@@ -232,9 +232,9 @@ describe('dedupeFindings', () => {
     const base = 'the quick brown fox jumps over';
     const feff = base.replace(/ /g, '\uFEFF');
     const nel = base.replace(/ /g, '\u0085');
-    expect(dedupeFindings([base, feff, nel], zero).removed).toBe(1);
+    expect(dedupeFindings([base, feff, nel], zero).stats.removed).toBe(1);
     // A lone surrogate is not U+FFFD.
-    expect(dedupeFindings([`${base}\uD800`, `${base}\uFFFD`, `${base}\uDC00`], zero).removed).toBe(0);
+    expect(dedupeFindings([`${base}\uD800`, `${base}\uFFFD`, `${base}\uDC00`], zero).stats.removed).toBe(0);
   });
 
   it('lowers every code point as JavaScript does, alone and amid ASCII text', () => {
@@ -294,15 +294,19 @@ describe('dedupeFindings', () => {
         const ref = refDedupe(findings, minChars);
         const got = dedupeFindings(findings, { ...zero, minChars });
         expect(got.text).toBe(ref.kept.join('\n\n'));
-        expect(got.removed).toBe(ref.removed);
+        expect(got.stats.removed).toBe(ref.removed);
       }),
       { numRuns: 300 },
     );
   });
 
   it('handles empty input', () => {
-    expect(dedupeFindings([], zero)).toEqual({ text: '', removed: 0, tokensSaved: 0, tokens: 0, naiveTokens: 0, paragraphs: 0, kept: 0, duplicates: [] });
-    expect(dedupeFindings(['', '\n\n  \n'], zero).paragraphs).toBe(0);
+    expect(dedupeFindings([], zero)).toEqual({
+      text: '',
+      decisions: [],
+      stats: { removed: 0, tokensSaved: 0, tokens: 0, naiveTokens: 0, paragraphs: 0, kept: 0 },
+    });
+    expect(dedupeFindings(['', '\n\n  \n'], zero).stats.paragraphs).toBe(0);
   });
 
   it('rejects bad input naming the path', () => {
@@ -357,8 +361,8 @@ describe('stage report', () => {
       },
       { canonicalizeUrls: true, countTokens: 'cl100k_base' },
     );
-    expect(r.sources.unique).toEqual([{ url: 'https://X.org', credibility_score: 0.5 }]);
-    expect(r.findings.removed).toBe(1);
+    expect(r.sources.kept).toEqual([{ url: 'https://X.org', credibility_score: 0.5 }]);
+    expect(r.findings.stats.removed).toBe(1);
     expect(r.report.naiveTokens).toBe(countTokens(`${P1}\n\n${P1}\n\n${P2}`, 'cl100k_base'));
   });
 });
@@ -399,15 +403,15 @@ describe('research: validation gaps (issue 12)', () => {
     ];
     // Object.prototype is not a credibility score: every source counts 0, so the first stays.
     const proto = dedupeSources(sources, { credibilityField: '__proto__' });
-    expect(proto.unique).toEqual([sources[0]]);
-    expect(dedupeSources(sources, { credibilityField: 'constructor' }).unique).toEqual([sources[0]]);
+    expect(proto.kept).toEqual([sources[0]]);
+    expect(dedupeSources(sources, { credibilityField: 'constructor' }).kept).toEqual([sources[0]]);
     // Nor is a URL field inherited: no source has an own `toString`, so none has a URL.
     const byToString = dedupeSources(sources, { urlField: 'toString' });
-    expect(byToString.unique).toEqual([]);
+    expect(byToString.kept).toEqual([]);
     expect(byToString.stats.withoutUrl).toBe(2);
     // An own `__proto__` property (as JSON.parse makes it) is a field like any other.
     const own = JSON.parse('[{"url":"https://a","__proto__":0.2},{"url":"https://a","__proto__":0.7}]') as Source[];
-    expect(dedupeSources(own, { credibilityField: '__proto__' }).unique).toEqual([own[1]]);
+    expect(dedupeSources(own, { credibilityField: '__proto__' }).kept).toEqual([own[1]]);
     expect(() => dedupeSources(JSON.parse('[{"url":"x","__proto__":"high"}]') as Source[], { credibilityField: '__proto__' })).toThrow(
       new TypeError('sources[0].__proto__ must be a number, got a string'),
     );
@@ -423,13 +427,13 @@ describe('research: validation gaps (issue 12)', () => {
       /results\.findings\.tokens must be an integer >= 0, got -1/,
     );
     expect(() => researchStageReport(unsafe({ sources: {} }))).toThrow(new TypeError('results.sources.stats must be an object, got a undefined'));
-    expect(() => researchStageReport(unsafe({ sources: { stats: { total: 2, unique: 1 } } }))).toThrow(
-      new TypeError('results.sources.stats.pruned must be a number, got a undefined'),
+    expect(() => researchStageReport(unsafe({ sources: { stats: { input: 2, kept: 1 } } }))).toThrow(
+      new TypeError('results.sources.stats.removed must be a number, got a undefined'),
     );
     // Real results still make a report.
     const findings = dedupeFindings([P1, P1]);
     const report = researchStageReport({ sources: dedupeSources([{ url: 'a' }]), findings });
     expect(report.tokens).toBe(findings.tokens);
-    expect(report.items.map((i) => i.value)).toEqual([1, 1, 0, 1, findings.tokensSaved]);
+    expect(report.items.map((i) => i.value)).toEqual([1, 1, 0, 1, findings.stats.tokensSaved]);
   });
 });

@@ -37,7 +37,7 @@ describe('ResourceLedger: matching', () => {
   it('replaces a tool read of an attached file with a reference to the attachment', () => {
     const ledger = new ResourceLedger(byChars);
     expect(ledger.recordAttachment({ uri: 'file:///src/foo.rs', content: FOO, turn: 1 })).toEqual({ recorded: true, bytes: 880, sha256: sha(FOO) });
-    const { blocks, decisions, report } = read(ledger, 3, 'c1', res('file:///src/foo.rs', FOO));
+    const { blocks, decisions, stats: report } = read(ledger, 3, 'c1', res('file:///src/foo.rs', FOO));
     expect(blocks).toHaveLength(1);
     const ref = blocks[0] as { type: string; text: string };
     expect(ref.type).toBe('text');
@@ -97,16 +97,11 @@ describe('ResourceLedger: matching', () => {
     ledger.recordAttachment({ uri: 'file:///foo.rs', content: FOO, turn: 0 });
     const note: ContentBlock = { type: 'text', text: 'Here are the files:' };
     const small = res('file:///tiny.txt', 'tiny');
-    const { blocks, decisions, report } = read(
-      ledger,
-      2,
-      'multi',
-      note,
-      res('file:///foo.rs', FOO),
-      res('file:///bar.rs', BAR),
-      small,
-      res('file:///bar.rs', BAR),
-    );
+    const {
+      blocks,
+      decisions,
+      stats: report,
+    } = read(ledger, 2, 'multi', note, res('file:///foo.rs', FOO), res('file:///bar.rs', BAR), small, res('file:///bar.rs', BAR));
     expect(blocks[0]).toBe(note);
     expect(blocks[3]).toBe(small);
     expect((blocks[1] as { text: string }).text).toContain('the attachment at turn 0');
@@ -274,8 +269,8 @@ describe('ResourceLedger: token accounting', () => {
     read(ledger, 1, 'c1', res('file:///foo.rs', FOO));
     const r = read(ledger, 2, 'c2', res('file:///foo.rs', FOO));
     const text = (r.blocks[0] as { text: string }).text;
-    expect(r.report.tokensSaved).toBe(countTokens(FOO) - countTokens(text));
-    expect(r.report.tokensSaved).toBeGreaterThan(100);
+    expect(r.stats.tokensSaved).toBe(countTokens(FOO) - countTokens(text));
+    expect(r.stats.tokensSaved).toBeGreaterThan(100);
   });
 
   it('uses a plugged-in counter (once per distinct content) and a named encoding', () => {
@@ -288,7 +283,7 @@ describe('ResourceLedger: token accounting', () => {
     const cl = new ResourceLedger({ countTokens: 'cl100k_base' });
     read(cl, 1, 'c1', res('u', FOO));
     const r = read(cl, 2, 'c2', res('u', FOO));
-    expect(r.report.tokensSaved).toBe(countTokens(FOO, 'cl100k_base') - countTokens((r.blocks[0] as { text: string }).text, 'cl100k_base'));
+    expect(r.stats.tokensSaved).toBe(countTokens(FOO, 'cl100k_base') - countTokens((r.blocks[0] as { text: string }).text, 'cl100k_base'));
   });
 
   it('counts byte contents as UTF-8 text when valid, else as base64', () => {
@@ -319,8 +314,8 @@ describe('ResourceLedger: token accounting', () => {
       responses: 3,
       resourceBlocks: 5,
       matched: 3,
-      bytesSaved: a.report.bytesSaved + b.report.bytesSaved,
-      tokensSaved: a.report.tokensSaved + b.report.tokensSaved,
+      bytesSaved: a.stats.bytesSaved + b.stats.bytesSaved,
+      tokensSaved: a.stats.tokensSaved + b.stats.tokensSaved,
     });
   });
 });
