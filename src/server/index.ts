@@ -377,7 +377,9 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       else if (r.match === 'near') near++;
     }
     metrics.recordBatch(fresh, results.length - fresh, near);
-    return { results, new: fresh, duplicate: results.length - fresh, nearDuplicate: near };
+    // `stats` has the message stage's names; the top-level counts are the deprecated 0.1 shape.
+    const stats = { items: results.length, new: fresh, exactDuplicates: results.length - fresh - near, nearDuplicates: near };
+    return { results, stats, new: fresh, duplicate: results.length - fresh, nearDuplicate: near };
   });
 
   app.post('/v1/messages/dedupe', async (request) => {

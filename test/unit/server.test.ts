@@ -51,6 +51,7 @@ describe('ctxdedup serve routes (in-process, real HTTP on 127.0.0.1)', () => {
         { status: 'new', id: 'a', sha256: sha256('hello') },
         { status: 'duplicate', match: 'exact', id: 'b', duplicateOf: 'a', sha256: sha256('hello') },
       ],
+      stats: { items: 2, new: 1, exactDuplicates: 1, nearDuplicates: 0 },
       new: 1,
       duplicate: 1,
       nearDuplicate: 0,
@@ -269,11 +270,12 @@ describe('near-duplicate mode over HTTP', () => {
         { status: 'duplicate', match: 'near', id: 'b', duplicateOf: 'a', similarity: 9 / 11, sha256: sha256(doc(9)) },
         { status: 'duplicate', match: 'exact', id: 'c', duplicateOf: 'a', sha256: sha256(doc()) },
       ],
+      stats: { items: 3, new: 1, exactDuplicates: 1, nearDuplicates: 1 },
       new: 1,
       duplicate: 2,
       nearDuplicate: 1,
     });
-    expect((await send('plain', items)).nearDuplicate).toBe(0);
+    expect((await send('plain', items)).stats.nearDuplicates).toBe(0);
     const metrics = await (await fetch(`${local.url}/metrics`)).text();
     expect(metrics).toMatch(/^ctxdedup_ingest_near_duplicates_total 1$/m);
     expect(metrics).toMatch(/^ctxdedup_ingest_items_total\{status="duplicate"\} 3$/m);
