@@ -78,7 +78,7 @@ export async function run(): Promise<BenchRow[]> {
   ] as const) {
     const times = await latencies(prompt, options);
     const p = (q: number): number => times[Math.min(times.length - 1, Math.ceil(q * times.length) - 1)] as number;
-    const { report } = dedupePrompt(prompt, options);
+    const { stats: report } = dedupePrompt(prompt, options);
     rows.push({
       suite: 'adapters',
       case: `AI SDK middleware, ${label}: added latency per call (${prompt.length} messages, ${kb.toFixed(0)} KB prompt), p99 of ${CALLS}`,

@@ -91,6 +91,7 @@ export {
   type AnthropicBlock,
   type AdapterOptions,
   type AdapterDecision,
+  type AdapterStats,
   type AdapterReport,
 } from './adapters/requests.js';
 export { parseResourceConfig, loadResourceConfig } from './stages/resources-config.js';

@@ -22,13 +22,14 @@
  */
 import type { LanguageModelMiddleware } from 'ai';
 import { describe, expectOptions, typeError } from '../validation.js';
-import { dedupeUnits, runStage, withEdits, type AdapterDecision, type AdapterOptions, type AdapterReport } from './engine.js';
+import { dedupeUnits, runStage, withEdits, type AdapterDecision, type AdapterOptions, type AdapterReport, type AdapterStats } from './engine.js';
+import { deprecatedAlias } from '../deprecated.js';
 import { isObject, pathText, type PathStep, type Unit } from './mapping.js';
 
-export type { AdapterOptions, AdapterDecision, AdapterReport, PathStep };
+export type { AdapterOptions, AdapterDecision, AdapterStats, AdapterReport, PathStep };
 
 /** What one model call saved, given to {@link DedupeMiddlewareOptions.onDedupe}. */
-export interface DedupeCallReport extends AdapterReport {
+export interface DedupeCallReport extends AdapterStats {
   /** `generate` (generateText) or `stream` (streamText). */
   type: 'generate' | 'stream';
   /** One per rewritten text, with its path in the prompt (`[3, 'content', 1, 'text']`). */
@@ -175,7 +176,9 @@ export interface DedupePromptResult<P> {
   /** The prompt with deduplicated texts; everything else is the input's, untouched. */
   prompt: P;
   decisions: AdapterDecision[];
-  report: AdapterReport;
+  stats: AdapterStats;
+  /** @deprecated Use `stats` (the same object). Not enumerable: absent from JSON. */
+  readonly report: AdapterStats;
 }
 
 /**
@@ -186,13 +189,13 @@ export interface DedupePromptResult<P> {
  */
 export function dedupePrompt<P>(prompt: P, options?: AdapterOptions): DedupePromptResult<P> {
   const { units, slots, unknown } = promptUnits(prompt);
-  const { edits, decisions, report } = dedupeUnits(units, unknown, options);
+  const { edits, decisions, stats } = dedupeUnits(units, unknown, options);
   const changes: [PathStep[], unknown][] = [];
   for (const [i, text] of edits) {
     const slot = slots[i] as Slot;
     changes.push([slot.path, slot.json === undefined ? text : { type: slot.json, value: text }]);
   }
-  return { prompt: withEdits(prompt, changes), decisions, report };
+  return deprecatedAlias({ prompt: withEdits(prompt, changes), decisions, stats }, 'report', stats) as DedupePromptResult<P>;
 }
 
 /**
@@ -212,8 +215,8 @@ export function dedupeMiddleware(options?: DedupeMiddlewareOptions): LanguageMod
     // The AI SDK does not check this field at run time; the prompt shape is the same in v3 and v4.
     specificationVersion: 'v3',
     transformParams: ({ params, type }: { params: { prompt: unknown }; type: 'generate' | 'stream' }) => {
-      const { prompt, decisions, report } = dedupePrompt(params.prompt, stageOptions);
-      onDedupe?.({ ...report, type, decisions });
+      const { prompt, decisions, stats } = dedupePrompt(params.prompt, stageOptions);
+      onDedupe?.({ ...stats, type, decisions });
       return Promise.resolve({ ...params, prompt });
     },
   };

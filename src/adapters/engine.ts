@@ -60,7 +60,7 @@ export function runStage(messages: Message[], options: AdapterOptions | undefine
 export type AdapterDecision = MessageDecision & { path: PathStep[] };
 
 /** Totals of one adapter call. */
-export interface AdapterReport extends MessageDedupStats {
+export interface AdapterStats extends MessageDedupStats {
   /** Texts found (message contents, text parts and blocks, tool result texts). */
   texts: number;
   /** Texts rewritten (whole duplicates and texts with block references). */
@@ -76,8 +76,11 @@ export interface UnitsResult {
   /** Originals of the rewritten texts, by unit id. */
   verbatim: Record<string, string>;
   decisions: AdapterDecision[];
-  report: AdapterReport;
+  stats: AdapterStats;
 }
+
+/** @deprecated Use {@link AdapterStats}. */
+export type AdapterReport = AdapterStats;
 
 /** Runs the stage over `units` and collects what changed. */
 export function dedupeUnits(units: readonly Unit[], unknown: number, options: AdapterOptions | undefined): UnitsResult {
@@ -96,7 +99,7 @@ export function dedupeUnits(units: readonly Unit[], unknown: number, options: Ad
     }
   });
   const decisions = result.decisions.map((d) => ({ ...d, path: (units[d.index] as Unit).path.slice() }));
-  return { edits, verbatim, decisions, report: { ...result.stats, texts: units.length, rewritten: edits.size, unknown } };
+  return { edits, verbatim, decisions, stats: { ...result.stats, texts: units.length, rewritten: edits.size, unknown } };
 }
 
 /** An own data property, even for a key such as `__proto__`. */

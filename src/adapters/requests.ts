@@ -10,10 +10,11 @@
  * @module
  */
 import { describe, expectArray, expectObject, show, typeError } from '../validation.js';
-import { dedupeUnits, withEdits, type AdapterDecision, type AdapterOptions, type AdapterReport } from './engine.js';
+import { dedupeUnits, withEdits, type AdapterDecision, type AdapterOptions, type AdapterReport, type AdapterStats } from './engine.js';
+import { deprecatedAlias } from '../deprecated.js';
 import { collectMessage, collectSystem, Ids, isObject, type PathStep, type Reading, type Unit } from './mapping.js';
 
-export type { AdapterOptions, AdapterDecision, AdapterReport, PathStep };
+export type { AdapterOptions, AdapterDecision, AdapterStats, AdapterReport, PathStep };
 
 /** Result of {@link dedupeOpenAIChat} and {@link dedupeAnthropicMessages}. */
 export interface RequestDedupeResult<R> {
@@ -23,7 +24,9 @@ export interface RequestDedupeResult<R> {
   verbatim: Record<string, string>;
   /** One per rewritten text, with the text's path in the request. */
   decisions: AdapterDecision[];
-  report: AdapterReport;
+  stats: AdapterStats;
+  /** @deprecated Use `stats` (the same object). Not enumerable: absent from JSON. */
+  readonly report: AdapterStats;
 }
 
 type Format = 'openai' | 'anthropic';
@@ -46,12 +49,12 @@ function unitsOf(request: unknown, format: Format, path: string): { units: Unit[
 
 function dedupeRequest<R>(request: R, format: Format, options: AdapterOptions | undefined): RequestDedupeResult<R> {
   const { units, unknown } = unitsOf(request, format, 'request');
-  const { edits, verbatim, decisions, report } = dedupeUnits(units, unknown, options);
+  const { edits, verbatim, decisions, stats } = dedupeUnits(units, unknown, options);
   const out = withEdits(
     request,
     [...edits].map(([i, text]) => [(units[i] as Unit).path, text] as [PathStep[], string]),
   );
-  return { request: out, verbatim, decisions, report };
+  return deprecatedAlias({ request: out, verbatim, decisions, stats }, 'report', stats) as RequestDedupeResult<R>;
 }
 
 function restoreRequest<R>(request: R, verbatim: Record<string, string>, format: Format): R {

@@ -6,7 +6,7 @@
  * that id, unless it *is* that id (a retried item stays `new`: ingestion is retry-safe).
  *
  * Optionally, per namespace, an item whose content is new but nearly repeats one of the
- * namespace's recent new items (the message stage's fuzzy line-Jaccard rule) is reported as a
+ * namespace's recent new items (the message stage's near-duplicate line-Jaccard rule) is reported as a
  * `near` duplicate of it; see {@link NearDuplicateOptions}.
  *
  * ```ts
@@ -94,7 +94,7 @@ export interface NamespaceOptions {
    *
    * An item whose content is new (not an exact duplicate) is compared with the namespace's
    * `window` most recent new items (default 1,000) and with the earlier new items of its batch,
-   * by the message stage's fuzzy rule: lines split on `\n`, JS `trim()` + `toLowerCase()`, empty
+   * by the message stage's near-duplicate rule: lines split on `\n`, JS `trim()` + `toLowerCase()`, empty
    * ones dropped, at least two lines; first-five-line fingerprints overlapping by at least 3;
    * raw lengths within a 0.7 ratio; multiset line Jaccard `>= threshold` (default 0.85). The most
    * similar one makes it a {@link NearDuplicateResult}. Near duplicates do not enter the window.

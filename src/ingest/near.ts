@@ -1,6 +1,6 @@
 /**
  * Near-duplicate mode of the ingestion index: for each namespace that enables it, a bounded
- * window of its most recent new items, and the message stage's fuzzy rule applied against it
+ * window of its most recent new items, and the message stage's near-duplicate rule applied against it
  * (natively: `ctxdedup-core`'s `near_window`).
  *
  * The window lives in the process: it is per {@link IngestIndex} instance, starts empty when the

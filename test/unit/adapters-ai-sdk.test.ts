@@ -231,7 +231,7 @@ describe('dedupeMiddleware (real ai package, MockLanguageModelV3)', () => {
       },
       { role: 'user', content: [{ type: 'text', text: FILES['a.ts'] }] },
     ]);
-    const { prompt: out, report } = dedupePrompt(prompt);
+    const { prompt: out, stats: report } = dedupePrompt(prompt);
     expect(report.unknown).toBe(1);
     expect(out[0]).toBe(prompt[0]);
     expect((out[1]?.content[0] as { text: string }).text).toContain('ctxdedup');

@@ -94,7 +94,7 @@ describe('dedupeOpenAIChat', () => {
   it('replaces later copies, keeps the earliest, leaves everything else untouched, and restores', () => {
     const request = openaiRequest();
     const before = structuredClone(request);
-    const { request: out, verbatim, decisions, report } = dedupeOpenAIChat(request);
+    const { request: out, verbatim, decisions, stats: report } = dedupeOpenAIChat(request);
     expect(request).toEqual(before); // the input is not mutated
     // Only texts of messages that may be rewritten change: never the system message, the text
     // of the message that calls tools, images, audio, refusals or any other field.
@@ -152,7 +152,7 @@ describe('dedupeOpenAIChat', () => {
         },
       ],
     };
-    const { request: out, report } = dedupeOpenAIChat(request);
+    const { request: out, stats: report } = dedupeOpenAIChat(request);
     expect(report.unknown).toBe(1);
     expect(out.messages[1]?.content?.[0]).toBe((request.messages[1]?.content as unknown[])[0]);
   });
@@ -190,7 +190,7 @@ describe('dedupeOpenAIChat', () => {
         { role: 'tool', tool_call_id: 'y', content: A },
       ],
     };
-    const { request: out, verbatim, report } = dedupeOpenAIChat(request, { near: true });
+    const { request: out, verbatim, stats: report } = dedupeOpenAIChat(request, { near: true });
     expect(report.rewritten).toBe(2);
     expect(restoreOpenAIChat(out, verbatim)).toEqual(request);
   });
@@ -205,14 +205,14 @@ describe('block dedup through the request adapters', () => {
         { role: 'tool', tool_call_id: 'b', content: edited },
       ],
     };
-    const { request: out, verbatim, report } = dedupeOpenAIChat(request);
+    const { request: out, verbatim, stats: report } = dedupeOpenAIChat(request);
     const text = out.messages[1]?.content as string;
     expect(text).toContain('line twenty of alpha (edited)');
     expect(text.length).toBeLessThan(edited.length / 2);
     expect(report.rewritten).toBe(1);
     expect(restoreOpenAIChat(out, verbatim)).toEqual(request);
     // Turned off, or replaced by the near pass (the two cannot be combined).
-    expect(dedupeOpenAIChat(request, { blocks: false }).report.rewritten).toBe(0);
+    expect(dedupeOpenAIChat(request, { blocks: false }).stats.rewritten).toBe(0);
     expect(thrown(() => dedupeOpenAIChat(request, { blocks: true, near: true }))).toBeInstanceOf(TypeError);
   });
 });
@@ -221,7 +221,7 @@ describe('dedupeAnthropicMessages', () => {
   it('deduplicates text and tool_result blocks, keeps system, thinking, tool_use, images and cache_control', () => {
     const request = anthropicRequest();
     const before = structuredClone(request);
-    const { request: out, verbatim, report } = dedupeAnthropicMessages(request);
+    const { request: out, verbatim, stats: report } = dedupeAnthropicMessages(request);
     expect(request).toEqual(before);
     // messages[1] calls a tool: its text stays; system, thinking, tool_use and images too.
     const changed = diffPaths(request, out);
@@ -271,7 +271,7 @@ describe('dedupeAnthropicMessages', () => {
         },
       ],
     };
-    expect(dedupeAnthropicMessages(request).report.unknown).toBe(2);
+    expect(dedupeAnthropicMessages(request).stats.unknown).toBe(2);
     const e = thrown(() =>
       dedupeAnthropicMessages(
         unsafe<AnthropicMessagesRequest>({

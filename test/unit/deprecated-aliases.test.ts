@@ -17,6 +17,7 @@ import {
   type DedupeMessagesOptions,
   type Message,
 } from '../../src/index.js';
+import { dedupePrompt } from '../../src/adapters/ai-sdk.js';
 import { type ClusterReport, InMemoryStore, MemoryDeduplicator } from '../../src/memory/index.js';
 import { thrown, unsafe } from '../support/assertions.js';
 import { cli, tempDir } from '../support/cli-helpers.js';
@@ -218,5 +219,28 @@ describe('research and resources: decisions and stats (old names deprecated, non
     expect(Object.keys(t)).toEqual(['result', 'decisions', 'stats']);
     expect(t.stats).toMatchObject({ matched: 1, unknown: 0 });
     expect(t.report).toBe(t.stats);
+  });
+});
+
+describe('adapters: stats (report deprecated)', () => {
+  it('dedupeOpenAIChat and dedupePrompt return stats; report is the same object, absent from JSON', () => {
+    const request = {
+      model: 'm',
+      messages: [
+        { role: 'user', content: base },
+        { role: 'user', content: base },
+      ],
+    };
+    const r = dedupeOpenAIChat(request);
+    expect(Object.keys(r)).toEqual(['request', 'verbatim', 'decisions', 'stats']);
+    expect(r.stats).toMatchObject({ texts: 2, rewritten: 1, exactDuplicates: 1 });
+    expect(r.report).toBe(r.stats);
+    const p = dedupePrompt([
+      { role: 'user', content: [{ type: 'text', text: base }] },
+      { role: 'user', content: [{ type: 'text', text: base }] },
+    ]);
+    expect(Object.keys(p)).toEqual(['prompt', 'decisions', 'stats']);
+    expect(p.stats.rewritten).toBe(1);
+    expect(p.report).toBe(p.stats);
   });
 });
