@@ -27,6 +27,7 @@ import {
   typeError,
 } from '../validation.js';
 import { native, type NativeBlockOptions, type NativeBlocks } from '../native.js';
+import { deprecatedAlias } from '../deprecated.js';
 import { applyBlocks, type BlockDecision, type BlockOptions, type BlocksMarker, type ResolvedBlockOptions, resolveBlockOptions } from './blocks.js';
 import {
   analysisInput,
@@ -80,10 +81,17 @@ export interface ReferenceTemplates {
 }
 
 /** Default reference tags, one per {@link MatchKind}. */
-export const DEFAULT_TEMPLATES: Readonly<Record<MatchKind, string>> = {
-  exact: '[ctxdedup: duplicate of {keepId} — {chars} chars]',
-  near: '[ctxdedup: near-duplicate of {keepId} — {chars} chars, ~{percent}% match]',
-};
+export const DEFAULT_TEMPLATES: Readonly<Record<MatchKind, string>> & {
+  /** @deprecated Use `near` (the same template). Not enumerable. */
+  readonly fuzzy: string;
+} = deprecatedAlias(
+  {
+    exact: '[ctxdedup: duplicate of {keepId} — {chars} chars]',
+    near: '[ctxdedup: near-duplicate of {keepId} — {chars} chars, ~{percent}% match]',
+  },
+  'fuzzy',
+  '[ctxdedup: near-duplicate of {keepId} — {chars} chars, ~{percent}% match]',
+) as Readonly<Record<MatchKind, string>> & { readonly fuzzy: string };
 
 /** Options of {@link dedupeMessages}. */
 export interface DedupeMessagesOptions {

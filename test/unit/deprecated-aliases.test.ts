@@ -61,6 +61,7 @@ describe('near: the option `fuzzy` and the template `reference.fuzzy` are deprec
       new TypeError('options.reference.fuzzy is a deprecated alias of options.reference.near and disagrees with it: "y" vs "x"'),
     );
     expect(Object.keys(DEFAULT_TEMPLATES)).toEqual(['exact', 'near']);
+    expect(DEFAULT_TEMPLATES.fuzzy).toBe(DEFAULT_TEMPLATES.near);
   });
 
   it('adapters: `fuzzy` maps to `near` (and turns blocks off the same way)', () => {
