@@ -6,7 +6,7 @@ import { dedupeMessages, restoreMessages } from '../dist/index.js';
 
 const path = process.argv[2] ?? new URL('./sample-transcript.json', import.meta.url);
 const conversation = JSON.parse(readFileSync(path, 'utf8'));
-const { messages, verbatim, decisions, stats } = dedupeMessages(conversation, { keep: 'earliest', fuzzy: true, threshold: 0.8 });
+const { messages, verbatim, decisions, stats } = dedupeMessages(conversation, { keep: 'earliest', near: true, threshold: 0.8 });
 
 for (const d of decisions) {
   const how = d.kind === 'exact' ? 'exact copy' : `near copy (${(d.similarity * 100).toFixed(1)}% similar)`;
