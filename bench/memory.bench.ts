@@ -81,7 +81,7 @@ function jsClusters(data: Float32Array, dim: number, threshold: number): number[
 }
 
 function nativeClusters(data: Float32Array, dim: number, threshold: number): number[][] {
-  const c = native.cosineClusters(data, dim, threshold, false);
+  const c = native.cosineClusters(data, dim, threshold, 'single');
   const out: number[][] = [];
   for (let i = 0; i + 1 < c.offsets.length; i++) out.push(Array.from(c.members.subarray(c.offsets[i]!, c.offsets[i + 1]!)));
   return out;

@@ -26,6 +26,8 @@ const args = [
   staging,
   '--dts',
   'native.d.ts',
+  // String enums become unions of their values ('earliest' | 'latest'), numeric enums runtime enums.
+  '--no-const-enum',
 ];
 if (process.argv.includes('--release')) args.push('--release');
 const result = spawnSync('npx', args, { cwd: root, stdio: 'inherit', shell: process.platform === 'win32' });

@@ -17,32 +17,35 @@ export declare function analyzeMessagesAsync(contents: string[], lengths: Uint32
  *
  * `flags[i]`: bit 0 = blocked (shape-excluded), bit 1 = kept out of the fuzzy pass.
  * `params`: `[minChars, keepEarliest, recencyStart, exact, fuzzy, fuzzyThreshold,
- * visibleTargets, prefixCount, (prefixLength, ...prefixUnits) * prefixCount]`.
+ * visibleTargets, prefixCount, (prefixLength, ...prefixUnits) * prefixCount]` (flags 0 or 1;
+ * `keepEarliest` 1 is [`Keep::Earliest`], 0 [`Keep::Latest`]).
  * Result: `[exactCount, fuzzyCount, (index, duplicateOf, length) * exactCount,
  * (index, duplicateOf, length, similarity) * fuzzyCount]`.
+ *
+ * A measured fast path, which is why its options are numbers rather than the
+ * [`NativeAnalyzeOptions`] object of [`analyze_messages`]: a 10-message `dedupeMessages` call
+ * spends most of its native time crossing the boundary, and reading an options object costs a
+ * Node-API call per field (`bench/messages.bench.ts`, per-call latency rows).
  */
 export declare function analyzeMessagesPacked(contents: string[], lengths: Uint32Array, flags: Uint8Array, params: Float64Array): Float64Array
 
-/** Why `template` cannot be a reference template, or `null`. */
-export declare function blockTemplateError(template: Uint16Array, numbered: boolean): string | null
+/** Why `template` cannot be a reference template of that kind, or `null`. */
+export declare function blockTemplateError(template: Uint16Array, kind: TemplateKind): string | null
 
 /** Clusters of embeddings whose exact cosine similarity reaches `threshold`. */
-export declare function cosineClusters(embeddingsData: Float32Array, dim: number, threshold: number, complete: boolean): NativeClusters
+export declare function cosineClusters(embeddingsData: Float32Array, dim: number, threshold: number, linkage: Linkage): NativeClusters
 
 /** Like [`cosine_clusters`], off the JS thread. */
-export declare function cosineClustersAsync(embeddingsData: Float32Array, dim: number, threshold: number, complete: boolean): Promise<NativeClusters>
+export declare function cosineClustersAsync(embeddingsData: Float32Array, dim: number, threshold: number, linkage: Linkage): Promise<NativeClusters>
 
 /** The `k` embeddings most similar to `query` (exact cosine), most similar first. */
 export declare function cosineNearest(embeddingsData: Float32Array, dim: number, query: Float32Array, k: number): NativeNearest
 
-/**
- * Number of tokens of `text` in encoding `encoding` (0: o200k_base, 1: cl100k_base; a number,
- * so a call per short text does not convert a name), special-token text counted as plain text.
- */
-export declare function countTokens(text: string, encoding: number): number
+/** Number of tokens of `text`, special-token text counted as plain text. */
+export declare function countTokens(text: string, encoding: TokenEncoding): number
 
 /** [`count_tokens`] of each text, in one call. */
-export declare function countTokensBatch(texts: string[], encoding: string): Uint32Array
+export declare function countTokensBatch(texts: string[], encoding: TokenEncoding): Uint32Array
 
 /** [`dedupe_blocks_sync`] on a libuv worker thread (the contents are copied first). */
 export declare function dedupeBlocksAsync(contents: string[], ids: string[], source: Uint8Array, blocked: Uint8Array, options: NativeBlockOptions): Promise<NativeBlocks>
@@ -75,6 +78,12 @@ export declare function ingestHashBatch(contents: string[]): NativeIngestBatch
 /** Like [`ingest_hash_batch`], but copies the contents and hashes them off the JS thread. */
 export declare function ingestHashBatchAsync(contents: string[]): Promise<NativeIngestBatch>
 
+/** Which copy of a duplicate group stays in full (`ctxdedup_core::messages::Keep`). */
+export type Keep = 'earliest' | 'latest'
+
+/** How clusters grow (`ctxdedup_core::vectors::Linkage`). */
+export type Linkage = 'single' | 'complete'
+
 /** Annotations as parallel typed arrays (exact first, then fuzzy). */
 export interface NativeAnalysis {
   exactIndex: Uint32Array
@@ -91,7 +100,7 @@ export interface NativeAnalyzeOptions {
   minChars: number
   /** UTF-16 code units of each prefix (lossless, unlike `String`). */
   skipPrefixes: Array<Uint16Array>
-  keepEarliest: boolean
+  keep: Keep
   recencyStart: number
   exact: boolean
   fuzzyThreshold?: number
@@ -210,3 +219,21 @@ export declare function sha256Bytes(data: Uint8Array): string
  * surrogates first: Node-API would turn them into U+FFFD).
  */
 export declare function sha256String(text: string): string
+
+/**
+ * Which reference template a template is (`{numberedFrom}` and `{numberedTo}` are fields of
+ * the numbered one only).
+ */
+export type TemplateKind = 'reference' | 'numberedReference'
+
+/**
+ * A built-in BPE encoding (`ctxdedup_core::tokens::Encoding`). A number, not a name: a call
+ * per short text (the stages count contents one by one) then converts no string, which
+ * `bench/tokens.bench.ts` measures.
+ */
+export declare enum TokenEncoding {
+  /** `o200k_base` (GPT-4o and later). */
+  O200kBase = 0,
+  /** `cl100k_base` (GPT-4, GPT-3.5). */
+  Cl100kBase = 1,
+}

@@ -27,6 +27,10 @@ export type {
   NativeIngestBatch,
   NativeNearest,
   NativeNearMatches,
+  Keep,
+  Linkage,
+  TemplateKind,
+  TokenEncoding as NativeTokenEncoding,
 } from './native-binding.js';
 
 /** Whether this Linux process runs on musl rather than glibc (as napi-rs's own loaders decide). */

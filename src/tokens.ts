@@ -8,7 +8,7 @@
  * @module
  */
 import { describe, expectArray, rangeError, show, typeError } from './validation.js';
-import { native } from './native.js';
+import { native, type NativeTokenEncoding } from './native.js';
 
 /** Counts the tokens of a text. Must return a non-negative integer. */
 export type TokenCounter = (text: string) => number;
@@ -23,9 +23,16 @@ export const DEFAULT_ENCODING: TokenEncoding = 'o200k_base';
 export type TokenCounterOption = TokenEncoding | TokenCounter;
 
 const ENCODINGS: readonly TokenEncoding[] = ['o200k_base', 'cl100k_base'];
-// The native call takes the encoding's position in ENCODINGS (0: o200k_base, 1: cl100k_base).
+// The native calls take the encoding as a number (a call per short text then converts no name).
+const NATIVE_ENCODINGS: ReadonlyMap<TokenEncoding, NativeTokenEncoding> = new Map([
+  ['o200k_base', native.TokenEncoding.O200kBase],
+  ['cl100k_base', native.TokenEncoding.Cl100kBase],
+]);
 const counters = new Map<TokenEncoding, TokenCounter>(
-  ENCODINGS.map((encoding, id) => [encoding, (text: string) => (text.length === 0 ? 0 : native.countTokens(text, id))]),
+  ENCODINGS.map((encoding) => {
+    const id = NATIVE_ENCODINGS.get(encoding) as NativeTokenEncoding;
+    return [encoding, (text: string) => (text.length === 0 ? 0 : native.countTokens(text, id))];
+  }),
 );
 
 function checkEncoding(encoding: unknown): TokenEncoding {
@@ -74,8 +81,8 @@ export function countTokensBatch(texts: readonly string[], encoding: TokenEncodi
     const text: unknown = texts[i];
     if (typeof text !== 'string') typeError(`texts[${i}]`, `must be a string, got ${describe(text)}`);
   }
-  checkEncoding(encoding);
-  return Array.from(native.countTokensBatch(texts as string[], encoding));
+  const id = NATIVE_ENCODINGS.get(checkEncoding(encoding)) as NativeTokenEncoding;
+  return Array.from(native.countTokensBatch(texts as string[], id));
 }
 
 /**

@@ -183,7 +183,7 @@ export function nativeEngine(settings: DedupeSettings): DedupeEngine {
     const options = {
       minChars: settings.minChars,
       skipPrefixes,
-      keepEarliest: settings.keep === 'earliest',
+      keep: settings.keep,
       recencyStart,
       exact: true,
       fuzzyThreshold: settings.fuzzy ? settings.threshold : undefined,

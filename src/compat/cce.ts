@@ -151,7 +151,7 @@ function runPacked(
   return analyzePacked(input.contents, input.lengths, flags, {
     minChars: CCE_MIN_CHARS,
     skipPrefixes: CCE_SKIP_PREFIXES,
-    keepEarliest: false,
+    keep: 'latest',
     recencyStart: clampRecencyStart(recencyStart, messages.length),
     exact: passes.exact,
     fuzzyThreshold: passes.fuzzyThreshold,

@@ -440,7 +440,7 @@ export class MemoryDeduplicator {
       if (m.embedding.length !== dim) rangeError(`store memory ${JSON.stringify(m.id)}`, `has ${m.embedding.length} dimensions, others have ${dim}`);
       matrix.set(m.embedding, i * dim);
     });
-    const found = await native.cosineClustersAsync(matrix, dim, this.lowerThreshold - SIMILARITY_TOLERANCE, linkage === 'complete');
+    const found = await native.cosineClustersAsync(matrix, dim, this.lowerThreshold - SIMILARITY_TOLERANCE, linkage);
     for (let c = 0; c + 1 < found.offsets.length; c++) {
       const members = oldestFirst(Array.from(found.members.subarray(found.offsets[c]!, found.offsets[c + 1]!), (i) => all[i]!));
       const minSimilarity = found.minSimilarity[c]!;

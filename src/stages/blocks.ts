@@ -6,7 +6,7 @@
  * @module
  */
 import { aliased, describe, expectArray, expectObject, optionalNumber, rangeError, setOwn, show, typeError } from '../validation.js';
-import type { NativeBlockOptions, NativeBlocks } from '../native.js';
+import type { NativeBlockOptions, NativeBlocks, TemplateKind } from '../native.js';
 import { native } from '../native.js';
 import { utf16 } from './message-analysis.js';
 
@@ -107,11 +107,11 @@ export interface BlockDecision {
 /** The validated block options, ready for the native pass. @internal */
 export type ResolvedBlockOptions = Omit<NativeBlockOptions, 'messageMinChars' | 'skipPrefixes'>;
 
-function template(value: unknown, path: string, fallback: string, numbered: boolean): Uint16Array {
+function template(value: unknown, path: string, fallback: string, kind: TemplateKind): Uint16Array {
   if (value === undefined) return utf16([fallback])[0] as Uint16Array;
   if (typeof value !== 'string') typeError(path, `must be a string, got ${describe(value)}`);
   const units = utf16([value])[0] as Uint16Array;
-  const problem = native.blockTemplateError(units, numbered);
+  const problem = native.blockTemplateError(units, kind);
   if (problem !== null) typeError(path, problem);
   return units;
 }
@@ -157,8 +157,8 @@ export function resolveBlockOptions(
       ) ?? 200,
     lineNumbers: lineNumbers === 'auto',
     lookback: lookback === undefined ? undefined : optionalNumber(lookback, 'options.blocks.lookback', 0, { min: 0, max: 2 ** 32 - 1, integer: true }),
-    reference: template(own('reference'), 'options.blocks.reference', DEFAULT_BLOCK_TEMPLATES.reference, false),
-    numberedReference: template(own('numberedReference'), 'options.blocks.numberedReference', DEFAULT_BLOCK_TEMPLATES.numberedReference, true),
+    reference: template(own('reference'), 'options.blocks.reference', DEFAULT_BLOCK_TEMPLATES.reference, 'reference'),
+    numberedReference: template(own('numberedReference'), 'options.blocks.numberedReference', DEFAULT_BLOCK_TEMPLATES.numberedReference, 'numberedReference'),
   };
 }
 

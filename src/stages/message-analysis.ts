@@ -105,7 +105,7 @@ function packedParams(options: NativeAnalyzeOptions): Float64Array {
   for (const p of prefixes) size += 1 + p.length;
   const params = new Float64Array(size);
   params[0] = options.minChars;
-  params[1] = options.keepEarliest ? 1 : 0;
+  params[1] = options.keep === 'earliest' ? 1 : 0;
   params[2] = options.recencyStart;
   params[3] = options.exact ? 1 : 0;
   params[4] = options.fuzzyThreshold === undefined ? 0 : 1;

@@ -267,7 +267,7 @@ function plan(messages: unknown, options: DedupeMessagesOptions | undefined): Pl
     native: {
       minChars,
       skipPrefixes: utf16(optionalStrings(o['skipPrefixes'], 'options.skipPrefixes', SUMMARY_PREFIXES)),
-      keepEarliest: keep === 'earliest',
+      keep,
       recencyStart,
       exact: optionalBoolean(o['exact'], 'options.exact', true),
       fuzzyThreshold: near ? threshold : undefined,

@@ -62,7 +62,7 @@ describe('analyzeMessagesPacked', () => {
       const options = {
         minChars,
         skipPrefixes: utf16(round % 2 === 0 ? SUMMARY_PREFIXES : ['\uD800x', '']),
-        keepEarliest: random() < 0.5,
+        keep: random() < 0.5 ? ('earliest' as const) : ('latest' as const),
         recencyStart: Math.floor(random() * (messages.length + 1)),
         exact: random() < 0.8,
         fuzzyThreshold: random() < 0.7 ? [0, 0.5, 0.85, 1, 1.5, NaN][round % 6] : undefined,

@@ -16,6 +16,7 @@
 
 use crate::js_text::js_to_lower_case_into;
 use crate::source::Utf16Source;
+use crate::vectors::VectorError;
 
 /// Bumped whenever the features or hashing change, which changes every vector.
 pub const HASHED_EMBEDDING_VERSION: u32 = 1;
@@ -74,12 +75,12 @@ fn embed_one(lower: &[u16], vector: &mut [f32], padded: &mut Vec<u16>) {
     }
 }
 
-/// Embeds every content of `source` into `dim` components each, row-major.
-///
-/// # Panics
-/// If `dim` is zero (the binding validates it first).
-pub fn embed_hashed<S: Utf16Source>(source: &S, dim: usize) -> Vec<f32> {
-    assert!(dim > 0, "dimension must be at least 1");
+/// Embeds every content of `source` into `dim` components each, row-major; a `dim` of zero is
+/// [`VectorError::ZeroDimension`].
+pub fn embed_hashed<S: Utf16Source>(source: &S, dim: usize) -> Result<Vec<f32>, VectorError> {
+    if dim == 0 {
+        return Err(VectorError::ZeroDimension);
+    }
     let n = source.count();
     let mut out = vec![0f32; n * dim];
     let mut lower = Vec::new();
@@ -89,7 +90,7 @@ pub fn embed_hashed<S: Utf16Source>(source: &S, dim: usize) -> Vec<f32> {
         source.with_units(i, |units| js_to_lower_case_into(units, &mut lower));
         embed_one(&lower, vector, &mut padded);
     }
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -100,6 +101,7 @@ mod tests {
 
     fn embed(texts: &[&str], dim: usize) -> Vec<Vec<f32>> {
         embed_hashed(&Utf16Arena::from_strs(texts), dim)
+            .unwrap()
             .chunks(dim)
             .map(<[f32]>::to_vec)
             .collect()
@@ -115,6 +117,12 @@ mod tests {
         assert!((norm - 1.0).abs() < 1e-5);
         assert_eq!(v[0], v[1]);
         assert_eq!(v[0], embed(&["The user prefers dark mode"], 256)[0]);
+    }
+
+    #[test]
+    fn zero_dimension_is_an_error() {
+        let texts = Utf16Arena::from_strs(&["a"]);
+        assert_eq!(embed_hashed(&texts, 0), Err(VectorError::ZeroDimension));
     }
 
     #[test]
@@ -148,7 +156,7 @@ mod tests {
     #[test]
     fn pinned_vectors_guard_the_version() {
         // If these change, bump HASHED_EMBEDDING_VERSION: persisted vectors would be stale.
-        let v = embed_hashed(&Utf16Arena::from_strs(&["ab", "Straße café"]), 8);
+        let v = embed_hashed(&Utf16Arena::from_strs(&["ab", "Straße café"]), 8).unwrap();
         let h = std::f32::consts::FRAC_1_SQRT_2;
         #[rustfmt::skip]
         let expected = [

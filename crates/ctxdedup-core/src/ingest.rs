@@ -38,6 +38,18 @@ pub struct IllFormed {
     pub index: usize,
 }
 
+impl std::fmt::Display for IllFormed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "contents[{}] contains a lone surrogate and has no UTF-8 encoding to checksum",
+            self.index
+        )
+    }
+}
+
+impl std::error::Error for IllFormed {}
+
 /// Appends the UTF-8 encoding of `units` to `out`, or returns `false` at a lone surrogate.
 pub fn utf16_to_utf8(units: &[u16], out: &mut Vec<u8>) -> bool {
     out.reserve(units.len());

@@ -26,3 +26,54 @@ pub mod union_find;
 pub mod vectors;
 
 pub use source::{Utf16Arena, Utf16Source};
+
+/// A caller error: an input that must have one entry per content has another length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LengthMismatch {
+    /// What one entry is, e.g. `"score"`.
+    pub what: &'static str,
+    /// What the entries are per, e.g. `"content"`.
+    pub per: &'static str,
+    /// The number of contents.
+    pub expected: usize,
+    /// The number of entries given.
+    pub got: usize,
+}
+
+impl LengthMismatch {
+    /// `Ok` if `got == expected`, else the error.
+    pub fn check(
+        what: &'static str,
+        per: &'static str,
+        expected: usize,
+        got: usize,
+    ) -> Result<(), Self> {
+        if got == expected {
+            Ok(())
+        } else {
+            Err(Self {
+                what,
+                per,
+                expected,
+                got,
+            })
+        }
+    }
+}
+
+impl std::fmt::Display for LengthMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Self {
+            what,
+            per,
+            expected,
+            got,
+        } = self;
+        write!(
+            f,
+            "one {what} per {per} is required: {got} for {expected} {per}s"
+        )
+    }
+}
+
+impl std::error::Error for LengthMismatch {}

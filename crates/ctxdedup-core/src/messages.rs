@@ -182,6 +182,59 @@ pub struct AnalyzeOptions {
     pub visible_targets: Option<usize>,
 }
 
+/// Which copy of a duplicate group a caller asks to keep, by name (see [`KeepRule`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// [`KeepRule::Earliest`].
+    Earliest,
+    /// [`KeepRule::Latest`], with the recency window of [`AnalyzeSettings::recency_start`].
+    Latest,
+}
+
+/// The options of [`analyze`] as a caller states them: plain values, each meaning one thing.
+/// [`AnalyzeOptions::from`] applies the rules that combine them (the keep rule's recency window,
+/// the visible-targets default), so a binding converts values and decides nothing.
+#[derive(Debug, Clone)]
+pub struct AnalyzeSettings {
+    /// [`Eligibility::min_chars`].
+    pub min_chars: usize,
+    /// [`Eligibility::skip_prefixes`].
+    pub skip_prefixes: Vec<Vec<u16>>,
+    pub keep: Keep,
+    /// Index of the first message of the recency window (0: none). With [`Keep::Latest`], the
+    /// first group member from there on is kept; with visible targets, annotated messages from
+    /// there on stay in full.
+    pub recency_start: usize,
+    /// Run the exact pass.
+    pub exact: bool,
+    /// `Some(threshold)` runs the fuzzy pass.
+    pub fuzzy_threshold: Option<f64>,
+    /// Whether a reference may only point at a message kept in full; `None` is the default,
+    /// `true` (ctxdedup's rule; `false` is context-compression-engine's behaviour, chains
+    /// included). See [`AnalyzeOptions::visible_targets`].
+    pub visible_targets: Option<bool>,
+}
+
+impl From<AnalyzeSettings> for AnalyzeOptions {
+    fn from(s: AnalyzeSettings) -> Self {
+        AnalyzeOptions {
+            eligibility: Eligibility {
+                min_chars: s.min_chars,
+                skip_prefixes: s.skip_prefixes,
+            },
+            keep: match s.keep {
+                Keep::Earliest => KeepRule::Earliest,
+                Keep::Latest => KeepRule::Latest {
+                    recency_start: s.recency_start,
+                },
+            },
+            exact: s.exact,
+            fuzzy_threshold: s.fuzzy_threshold,
+            visible_targets: s.visible_targets.unwrap_or(true).then_some(s.recency_start),
+        }
+    }
+}
+
 /// Both passes in one call: exact first, then fuzzy over the eligible messages the exact pass
 /// did not annotate (keep targets of exact groups take part, giving `a -dup-> c -near-> d`,
 /// which [`AnalyzeOptions::visible_targets`] resolves to `a -near-> d`).

@@ -6,19 +6,21 @@
 
 use crate::exact::group_exact;
 use crate::source::Utf16Source;
+use crate::LengthMismatch;
 
 /// For every item, the index of the survivor of its duplicate group (itself if it survives).
 ///
-/// `scores` must have one entry per content and contain no NaN (callers validate; a NaN never
-/// wins a comparison here).
-pub fn survivors<S: Utf16Source>(src: &S, scores: &[f64]) -> Vec<u32> {
-    assert_eq!(src.count(), scores.len(), "one score per content");
+/// `scores` must have one entry per content (else the error) and contain no NaN (callers
+/// validate; a NaN never wins a comparison here).
+pub fn survivors<S: Utf16Source>(src: &S, scores: &[f64]) -> Result<Vec<u32>, LengthMismatch> {
+    LengthMismatch::check("score", "content", src.count(), scores.len())?;
     let groups = group_exact(src);
-    survivors_of_groups(&groups, scores)
+    Ok(survivors_of_groups(&groups, scores))
 }
 
-/// Survivor selection given precomputed groups (`groups[i]` = first index with i's content).
-pub fn survivors_of_groups(groups: &[u32], scores: &[f64]) -> Vec<u32> {
+/// Survivor selection given precomputed groups (`groups[i]` = first index with i's content,
+/// one score per group entry).
+fn survivors_of_groups(groups: &[u32], scores: &[f64]) -> Vec<u32> {
     let mut best: Vec<u32> = (0..groups.len() as u32).collect();
     for (i, &g) in groups.iter().enumerate() {
         let g = g as usize;
@@ -38,15 +40,26 @@ mod tests {
     #[test]
     fn highest_score_wins_ties_to_lowest_index() {
         let arena = Utf16Arena::from_strs(&["a", "b", "a", "a", "b"]);
-        let out = survivors(&arena, &[1.0, 2.0, 3.0, 3.0, 2.0]);
+        let out = survivors(&arena, &[1.0, 2.0, 3.0, 3.0, 2.0]).unwrap();
         assert_eq!(out, vec![2, 1, 2, 2, 1]);
         let zeros = Utf16Arena::from_strs(&["z", "z"]);
-        assert_eq!(survivors(&zeros, &[0.0, -0.0]), vec![0, 0]);
-        assert_eq!(survivors(&zeros, &[-0.0, 0.0]), vec![0, 0]);
+        assert_eq!(survivors(&zeros, &[0.0, -0.0]).unwrap(), vec![0, 0]);
+        assert_eq!(survivors(&zeros, &[-0.0, 0.0]).unwrap(), vec![0, 0]);
         assert_eq!(
-            survivors(&zeros, &[f64::NEG_INFINITY, f64::INFINITY]),
+            survivors(&zeros, &[f64::NEG_INFINITY, f64::INFINITY]).unwrap(),
             vec![1, 1]
         );
+    }
+
+    #[test]
+    fn one_score_per_content_or_an_error() {
+        let arena = Utf16Arena::from_strs(&["a", "a"]);
+        let error = survivors(&arena, &[1.0]).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "one score per content is required: 1 for 2 contents"
+        );
+        assert!(survivors(&arena, &[1.0, 2.0, 3.0]).is_err());
     }
 
     proptest! {
@@ -55,7 +68,7 @@ mod tests {
             let contents: Vec<String> = items.iter().map(|(c, _)| format!("c{c}")).collect();
             let scores: Vec<f64> = items.iter().map(|(_, s)| f64::from(*s)).collect();
             let arena = Utf16Arena::from_strs(&contents);
-            let out = survivors(&arena, &scores);
+            let out = survivors(&arena, &scores).unwrap();
             for (i, &s) in out.iter().enumerate() {
                 let s = s as usize;
                 // Same content, score at least as high, and the first index with that best score.

@@ -50,13 +50,20 @@ pub struct NativeBlocks {
     pub text: Vec<Utf16String>,
 }
 
-/// Why `template` cannot be a reference template, or `null`.
-#[napi(
-    catch_unwind,
-    ts_args_type = "template: Uint16Array, numbered: boolean"
-)]
-pub fn block_template_error(template: &[u16], numbered: bool) -> Option<String> {
-    Template::parse(template, numbered).err()
+/// Which reference template a template is (`{numberedFrom}` and `{numberedTo}` are fields of
+/// the numbered one only).
+#[napi(string_enum = "camelCase")]
+pub enum TemplateKind {
+    /// `NativeBlockOptions.reference`.
+    Reference,
+    /// `NativeBlockOptions.numberedReference`.
+    NumberedReference,
+}
+
+/// Why `template` cannot be a reference template of that kind, or `null`.
+#[napi(catch_unwind)]
+pub fn block_template_error(template: &[u16], kind: TemplateKind) -> Option<String> {
+    Template::parse(template, matches!(kind, TemplateKind::NumberedReference)).err()
 }
 
 fn core_options(o: &NativeBlockOptions) -> Result<BlockOptions> {
@@ -95,12 +102,12 @@ impl BlockJob {
             min_chars: options.message_min_chars as usize,
             skip_prefixes: options.skip_prefixes.iter().map(|p| p.to_vec()).collect(),
         };
-        let blocked: Vec<bool> = blocked.iter().map(|&b| b != 0).collect();
+        let blocked = crate::flags(blocked);
         Ok(BlockJob {
             eligible: eligible_flags(&contents, &blocked, &rule),
             contents,
             ids: ids.to_arena(),
-            source: source.iter().map(|&b| b != 0).collect(),
+            source: crate::flags(source),
             options: core_options(options)?,
         })
     }
@@ -113,9 +120,14 @@ impl BlockJob {
             source: &self.source,
             eligible: &self.eligible,
         };
-        dedupe_blocks(&conv, &self.options, &crate::tokens_o200k)
+        dedupe_blocks(&conv, &self.options, &tokens_o200k)
             .map_err(|e| Error::new(Status::InvalidArg, e))
     }
+}
+
+/// o200k_base token count of UTF-16 text (the block pass's net-positive rule and its savings).
+fn tokens_o200k(units: &[u16]) -> usize {
+    ctxdedup_core::tokens::count_utf16(ctxdedup_core::tokens::Encoding::O200kBase, units)
 }
 
 fn slices(arena: &Utf16Arena) -> Vec<&[u16]> {
@@ -160,13 +172,10 @@ fn to_js(refs: Vec<BlockRef>) -> NativeBlocks {
 /// The block pass over one conversation, on the calling thread. `source[i]`: the model sees
 /// message `i`'s text (it may be a target); `blocked[i]`: its shape (role, tool calls, content
 /// type) or an earlier whole-message replacement keeps it from being rewritten.
-#[napi(
-    catch_unwind,
-    ts_args_type = "contents: string[], ids: string[], source: Uint8Array, blocked: Uint8Array, options: NativeBlockOptions"
-)]
+#[napi(catch_unwind)]
 pub fn dedupe_blocks_sync(
-    contents: JsStrings,
-    ids: JsStrings,
+    #[napi(ts_arg_type = "string[]")] contents: JsStrings,
+    #[napi(ts_arg_type = "string[]")] ids: JsStrings,
     source: &[u8],
     blocked: &[u8],
     options: NativeBlockOptions,
@@ -176,6 +185,7 @@ pub fn dedupe_blocks_sync(
     ))
 }
 
+#[napi]
 impl Task for BlockJob {
     type Output = Vec<BlockRef>;
     type JsValue = NativeBlocks;
@@ -190,14 +200,10 @@ impl Task for BlockJob {
 }
 
 /// [`dedupe_blocks_sync`] on a libuv worker thread (the contents are copied first).
-#[napi(
-    catch_unwind,
-    ts_args_type = "contents: string[], ids: string[], source: Uint8Array, blocked: Uint8Array, options: NativeBlockOptions",
-    ts_return_type = "Promise<NativeBlocks>"
-)]
+#[napi(catch_unwind)]
 pub fn dedupe_blocks_async(
-    contents: JsStrings,
-    ids: JsStrings,
+    #[napi(ts_arg_type = "string[]")] contents: JsStrings,
+    #[napi(ts_arg_type = "string[]")] ids: JsStrings,
     source: &[u8],
     blocked: &[u8],
     options: NativeBlockOptions,

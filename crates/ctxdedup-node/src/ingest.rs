@@ -5,8 +5,9 @@
 // count as dead code there.
 #![cfg_attr(test, allow(dead_code))]
 
+use crate::invalid;
 use crate::strings::JsStrings;
-use ctxdedup_core::ingest::{hash_batch, BatchIdentity, IllFormed};
+use ctxdedup_core::ingest::{hash_batch, BatchIdentity};
 use ctxdedup_core::Utf16Arena;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -25,24 +26,12 @@ fn to_js(batch: BatchIdentity) -> NativeIngestBatch {
     }
 }
 
-fn ill_formed(error: IllFormed) -> Error {
-    Error::new(
-        Status::InvalidArg,
-        format!(
-            "contents[{}] contains a lone surrogate and has no UTF-8 encoding to checksum",
-            error.index
-        ),
-    )
-}
-
 /// Hashes and groups a batch on the calling thread.
-#[napi(
-    catch_unwind,
-    ts_args_type = "contents: string[]",
-    ts_return_type = "NativeIngestBatch"
-)]
-pub fn ingest_hash_batch(contents: JsStrings) -> Result<NativeIngestBatch> {
-    hash_batch(&contents).map(to_js).map_err(ill_formed)
+#[napi(catch_unwind)]
+pub fn ingest_hash_batch(
+    #[napi(ts_arg_type = "string[]")] contents: JsStrings,
+) -> Result<NativeIngestBatch> {
+    hash_batch(&contents).map(to_js).map_err(invalid)
 }
 
 /// [`ingest_hash_batch`] on a libuv worker thread (the contents are copied first).
@@ -50,13 +39,14 @@ pub struct IngestHashTask {
     contents: Utf16Arena,
 }
 
+#[napi]
 impl Task for IngestHashTask {
     type Output = BatchIdentity;
     type JsValue = NativeIngestBatch;
 
     fn compute(&mut self) -> Result<Self::Output> {
         let result = crate::guarded("batch hashing", || {
-            hash_batch(&self.contents).map_err(ill_formed)
+            hash_batch(&self.contents).map_err(invalid)
         });
         crate::strings::buffer_pool::give_back(std::mem::take(&mut self.contents).into_buffer());
         result
@@ -68,12 +58,10 @@ impl Task for IngestHashTask {
 }
 
 /// Like [`ingest_hash_batch`], but copies the contents and hashes them off the JS thread.
-#[napi(
-    catch_unwind,
-    ts_args_type = "contents: string[]",
-    ts_return_type = "Promise<NativeIngestBatch>"
-)]
-pub fn ingest_hash_batch_async(contents: JsStrings) -> AsyncTask<IngestHashTask> {
+#[napi(catch_unwind)]
+pub fn ingest_hash_batch_async(
+    #[napi(ts_arg_type = "string[]")] contents: JsStrings,
+) -> AsyncTask<IngestHashTask> {
     AsyncTask::new(IngestHashTask {
         contents: contents.to_arena(),
     })

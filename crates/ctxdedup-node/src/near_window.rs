@@ -5,6 +5,7 @@
 // count as dead code there.
 #![cfg_attr(test, allow(dead_code))]
 
+use crate::flags;
 use crate::strings::{buffer_pool, JsStrings};
 use ctxdedup_core::near_window::{near_duplicates, NearMatch};
 use ctxdedup_core::{Utf16Arena, Utf16Source};
@@ -50,19 +51,11 @@ fn to_js(matches: Vec<Option<NearMatch>>) -> NativeNearMatches {
     }
 }
 
-fn flags(exclude: &[u8]) -> Vec<bool> {
-    exclude.iter().map(|&x| x != 0).collect()
-}
-
 /// Near duplicates on the calling thread.
-#[napi(
-    catch_unwind,
-    ts_args_type = "window: string[], batch: string[], exclude: Uint8Array, threshold: number",
-    ts_return_type = "NativeNearMatches"
-)]
+#[napi(catch_unwind)]
 pub fn near_duplicates_in_window(
-    window: JsStrings,
-    batch: JsStrings,
+    #[napi(ts_arg_type = "string[]")] window: JsStrings,
+    #[napi(ts_arg_type = "string[]")] batch: JsStrings,
     exclude: &[u8],
     threshold: f64,
 ) -> Result<NativeNearMatches> {
@@ -83,6 +76,7 @@ pub struct NearWindowTask {
     threshold: f64,
 }
 
+#[napi]
 impl Task for NearWindowTask {
     type Output = Vec<Option<NearMatch>>;
     type JsValue = NativeNearMatches;
@@ -107,14 +101,10 @@ impl Task for NearWindowTask {
 }
 
 /// Like [`near_duplicates_in_window`], but copies the contents and works off the JS thread.
-#[napi(
-    catch_unwind,
-    ts_args_type = "window: string[], batch: string[], exclude: Uint8Array, threshold: number",
-    ts_return_type = "Promise<NativeNearMatches>"
-)]
+#[napi(catch_unwind)]
 pub fn near_duplicates_in_window_async(
-    window: JsStrings,
-    batch: JsStrings,
+    #[napi(ts_arg_type = "string[]")] window: JsStrings,
+    #[napi(ts_arg_type = "string[]")] batch: JsStrings,
     exclude: &[u8],
     threshold: f64,
 ) -> Result<AsyncTask<NearWindowTask>> {

@@ -1,4 +1,4 @@
-//! Bindings of ctxdedup-core's vector similarity and built-in hashed embedding.
+//! Binding of `ctxdedup_core::vectors`: cosine similarity, nearest neighbours and clusters.
 //!
 //! Embeddings cross as one `Float32Array` (row-major) plus the dimension; results come back as
 //! typed arrays. Clusters are flattened: cluster `c` is `members[offsets[c]..offsets[c + 1]]`.
@@ -7,17 +7,10 @@
 // count as dead code there.
 #![cfg_attr(test, allow(dead_code))]
 
-use ctxdedup_core::hashed_embedding::embed_hashed;
-use ctxdedup_core::vectors::{cluster, nearest, Cluster, Embeddings, Linkage, VectorError};
-use ctxdedup_core::Utf16Arena;
+use crate::invalid;
+use ctxdedup_core::vectors::{self as core, cluster, nearest, Cluster, Embeddings};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
-
-use crate::strings::JsStrings;
-
-fn invalid(error: VectorError) -> Error {
-    Error::new(Status::InvalidArg, error.to_string())
-}
 
 fn embeddings(data: &[f32], dim: u32) -> Result<Embeddings<'_>> {
     Embeddings::new(data, dim as usize).map_err(invalid)
@@ -70,11 +63,21 @@ fn flatten(clusters: Vec<Cluster>) -> NativeClusters {
     }
 }
 
-fn linkage(complete: bool) -> Linkage {
-    if complete {
-        Linkage::Complete
-    } else {
-        Linkage::Single
+/// How clusters grow (`ctxdedup_core::vectors::Linkage`).
+#[napi(string_enum = "lowercase")]
+pub enum Linkage {
+    /// Connected components of the similarity graph.
+    Single,
+    /// Every pair within a cluster is similar.
+    Complete,
+}
+
+impl From<Linkage> for core::Linkage {
+    fn from(linkage: Linkage) -> Self {
+        match linkage {
+            Linkage::Single => core::Linkage::Single,
+            Linkage::Complete => core::Linkage::Complete,
+        }
     }
 }
 
@@ -84,10 +87,10 @@ pub fn cosine_clusters(
     embeddings_data: Float32Array,
     dim: u32,
     threshold: f64,
-    complete: bool,
+    linkage: Linkage,
 ) -> Result<NativeClusters> {
     let e = embeddings(&embeddings_data, dim)?;
-    Ok(flatten(cluster(e, threshold, linkage(complete))))
+    Ok(flatten(cluster(e, threshold, linkage.into())))
 }
 
 /// [`cosine_clusters`] on a libuv worker thread (the embeddings are copied first).
@@ -95,9 +98,10 @@ pub struct ClusterTask {
     data: Vec<f32>,
     dim: u32,
     threshold: f64,
-    complete: bool,
+    linkage: core::Linkage,
 }
 
+#[napi]
 impl Task for ClusterTask {
     type Output = Vec<Cluster>;
     type JsValue = NativeClusters;
@@ -105,7 +109,7 @@ impl Task for ClusterTask {
     fn compute(&mut self) -> Result<Self::Output> {
         let e = embeddings(&self.data, self.dim)?;
         crate::guarded("clustering", || {
-            Ok(cluster(e, self.threshold, linkage(self.complete)))
+            Ok(cluster(e, self.threshold, self.linkage))
         })
     }
 
@@ -115,61 +119,17 @@ impl Task for ClusterTask {
 }
 
 /// Like [`cosine_clusters`], off the JS thread.
-#[napi(catch_unwind, ts_return_type = "Promise<NativeClusters>")]
+#[napi(catch_unwind)]
 pub fn cosine_clusters_async(
     embeddings_data: Float32Array,
     dim: u32,
     threshold: f64,
-    complete: bool,
+    linkage: Linkage,
 ) -> AsyncTask<ClusterTask> {
     AsyncTask::new(ClusterTask {
         data: embeddings_data.to_vec(),
         dim,
         threshold,
-        complete,
+        linkage: linkage.into(),
     })
-}
-
-/// The built-in hashed n-gram embedding of each text, row-major, `dim` components each.
-#[napi(catch_unwind, ts_args_type = "texts: string[], dim: number")]
-pub fn embed_hashed_ngrams(texts: JsStrings, dim: u32) -> Result<Float32Array> {
-    if dim == 0 {
-        return Err(invalid(VectorError::ZeroDimension));
-    }
-    Ok(Float32Array::new(embed_hashed(&texts, dim as usize)))
-}
-
-/// [`embed_hashed_ngrams`] on a libuv worker thread.
-pub struct EmbedTask {
-    texts: Utf16Arena,
-    dim: usize,
-}
-
-impl Task for EmbedTask {
-    type Output = Vec<f32>;
-    type JsValue = Float32Array;
-
-    fn compute(&mut self) -> Result<Self::Output> {
-        crate::guarded("embedding", || Ok(embed_hashed(&self.texts, self.dim)))
-    }
-
-    fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {
-        Ok(Float32Array::new(output))
-    }
-}
-
-/// Like [`embed_hashed_ngrams`], off the JS thread.
-#[napi(
-    catch_unwind,
-    ts_args_type = "texts: string[], dim: number",
-    ts_return_type = "Promise<Float32Array>"
-)]
-pub fn embed_hashed_ngrams_async(texts: JsStrings, dim: u32) -> Result<AsyncTask<EmbedTask>> {
-    if dim == 0 {
-        return Err(invalid(VectorError::ZeroDimension));
-    }
-    Ok(AsyncTask::new(EmbedTask {
-        texts: texts.to_arena(),
-        dim: dim as usize,
-    }))
 }

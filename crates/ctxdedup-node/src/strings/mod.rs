@@ -1,4 +1,14 @@
-//! A JS array of strings read lazily as UTF-16 code units.
+//! Raw string reading: every read of a V8 string in the binding is in this module (arrays of
+//! strings read lazily as UTF-16 code units, with prefetching and a pool of large buffers; one
+//! string into a reused buffer, [`Units`]; strings and bytes as UTF-8, [`JsContents`]).
+//! Every `unsafe fn` states its contract under `# Safety`, every unsafe block why it holds
+//! under `SAFETY:`.
+
+mod bytes;
+mod units;
+
+pub use bytes::JsContents;
+pub use units::Units;
 
 use ctxdedup_core::source::PREFIX_UNITS;
 use ctxdedup_core::{Utf16Arena, Utf16Source};
@@ -301,6 +311,10 @@ pub(crate) unsafe fn array_elements(
 
 impl FromNapiValue for JsStrings {
     /// Reads every string's length, with its prefix: one read per string, prefetched ahead.
+    ///
+    /// # Safety
+    /// Node-API's contract for `from_napi_value`: `env` is the current call's environment and
+    /// `array` a value of it.
     unsafe fn from_napi_value(env: sys::napi_env, array: sys::napi_value) -> Result<Self> {
         // SAFETY: the caller upholds this function's contract (`env` and the handles belong to the current call); every pointer given to napi points into memory reserved for the length passed with it.
         unsafe {
@@ -365,6 +379,11 @@ impl StringHandles {
 }
 
 impl FromNapiValue for StringHandles {
+    /// Collects the element handles; no string is read.
+    ///
+    /// # Safety
+    /// Node-API's contract for `from_napi_value`: `env` is the current call's environment and
+    /// `array` a value of it.
     unsafe fn from_napi_value(env: sys::napi_env, array: sys::napi_value) -> Result<Self> {
         // SAFETY: the caller upholds this function's contract (`env` and the handles belong to the current call); every pointer given to napi points into memory reserved for the length passed with it.
         unsafe {

@@ -1,16 +1,10 @@
-//! Bindings of the agent-pipeline stages: resource checksums in bulk, and research findings.
-//! Conversion only: every decision is made in `ctxdedup_core::{resources, findings}`.
+//! A JS array of strings and `Uint8Array`s read as bytes (UTF-8 of each string, the bytes of
+//! each array in place): the reader of the resource checksums.
 
-// napi-derive does not register exports in test builds, so outside the crate root they would
-// count as dead code there.
-#![cfg_attr(test, allow(dead_code))]
-
-use crate::strings::{array_elements, JsStrings};
-use ctxdedup_core::findings::{self, FINDINGS_NORMALIZATION_VERSION};
-use ctxdedup_core::resources::{self, ByteSource};
+use super::array_elements;
+use ctxdedup_core::resources::ByteSource;
 use napi::bindgen_prelude::*;
 use napi::sys;
-use napi_derive::napi;
 use std::cell::RefCell;
 use std::ptr;
 
@@ -42,7 +36,7 @@ pub struct JsContents {
 impl JsContents {
     /// Sets the UTF-8 length of every string from `lengths` (one per item; ignored for bytes,
     /// but it must match).
-    fn set_byte_lengths(&mut self, lengths: &[f64]) -> Result<()> {
+    pub fn set_byte_lengths(&mut self, lengths: &[f64]) -> Result<()> {
         if lengths.len() != self.items.len() {
             return Err(Error::new(
                 Status::InvalidArg,
@@ -236,6 +230,11 @@ impl TypeName for JsContents {
 impl ValidateNapiValue for JsContents {}
 
 impl FromNapiValue for JsContents {
+    /// Classifies every element (string or `Uint8Array`) without reading its contents.
+    ///
+    /// # Safety
+    /// Node-API's contract for `from_napi_value`: `env` is the current call's environment and
+    /// `array` a value of it.
     unsafe fn from_napi_value(env: sys::napi_env, array: sys::napi_value) -> Result<Self> {
         // SAFETY: the caller upholds this function's contract (handles of the current call, no JavaScript runs meanwhile); napi reports the lengths the slices are built from.
         unsafe {
@@ -284,66 +283,4 @@ impl FromNapiValue for JsContents {
             })
         }
     }
-}
-
-/// SHA-256 of every content longer than `min_bytes`, in one call. `byte_lengths` holds the UTF-8
-/// length of each content (the caller measures strings with `Buffer.byteLength`).
-#[napi(
-    catch_unwind,
-    ts_args_type = "contents: Array<string | Uint8Array>, byteLengths: Float64Array, minBytes: number"
-)]
-pub fn resource_checksums(
-    mut contents: JsContents,
-    byte_lengths: &[f64],
-    min_bytes: f64,
-) -> Result<String> {
-    contents.set_byte_lengths(byte_lengths)?;
-    // `min_bytes` is a validated non-negative integer; the saturating cast keeps huge values huge.
-    Ok(resources::checksum_batch(&contents, min_bytes as usize).hex)
-}
-
-/// Paragraphs of a findings batch as parallel columns, in order.
-#[napi(object)]
-pub struct NativeFindings {
-    /// Index of the text each paragraph comes from.
-    pub text: Uint32Array,
-    /// Trimmed span of the paragraph in its text (UTF-16 code units).
-    pub start: Uint32Array,
-    pub end: Uint32Array,
-    /// Index of the first paragraph with the same key (itself when the paragraph is kept).
-    pub first: Uint32Array,
-}
-
-/// Splits findings texts into paragraphs and marks repeated paragraph keys.
-#[napi(catch_unwind, ts_args_type = "texts: string[], minKeyUnits: number")]
-pub fn dedupe_findings(texts: JsStrings, min_key_units: u32) -> NativeFindings {
-    let result = findings::dedupe_findings(&texts, min_key_units as usize);
-    let column = |f: fn(&findings::Paragraph) -> usize| -> Uint32Array {
-        Uint32Array::new(result.paragraphs.iter().map(|p| f(p) as u32).collect())
-    };
-    NativeFindings {
-        text: column(|p| p.text),
-        start: column(|p| p.start),
-        end: column(|p| p.end),
-        first: Uint32Array::new(result.first.clone()),
-    }
-}
-
-/// The dedup key of each paragraph (lossless: lone surrogates survive).
-#[napi(catch_unwind, ts_args_type = "paragraphs: string[]")]
-pub fn paragraph_keys(paragraphs: JsStrings) -> Vec<Utf16String> {
-    use ctxdedup_core::Utf16Source;
-    (0..paragraphs.count())
-        .map(|i| {
-            let mut key = Vec::new();
-            paragraphs.with_units(i, |units| findings::paragraph_key_into(units, &mut key));
-            Utf16String::from(key)
-        })
-        .collect()
-}
-
-/// Version of the findings paragraph splitting and key normalization.
-#[napi(catch_unwind)]
-pub fn findings_normalization_version() -> u32 {
-    FINDINGS_NORMALIZATION_VERSION
 }
