@@ -196,9 +196,6 @@ export declare function nearDuplicatesInWindow(window: string[], batch: string[]
 /** Like [`near_duplicates_in_window`], but copies the contents and works off the JS thread. */
 export declare function nearDuplicatesInWindowAsync(window: string[], batch: string[], exclude: Uint8Array, threshold: number): Promise<NativeNearMatches>
 
-/** Deliberately panics; lets the test suite prove a Rust panic reaches JS as an Error. */
-export declare function panicForTest(): void
-
 /** The dedup key of each paragraph (lossless: lone surrogates survive). */
 export declare function paragraphKeys(paragraphs: string[]): Array<string>
 

@@ -15,11 +15,12 @@ mod resources;
 mod scored;
 mod sha;
 mod strings;
+#[cfg(feature = "test-panic")]
+mod test_panic;
 mod tokens;
 mod vectors;
 
 use napi::bindgen_prelude::*;
-use napi_derive::napi;
 
 /// Runs `work` off the JS thread with a panic guard: a panic becomes a JS error naming `what`.
 pub(crate) fn guarded<T>(what: &str, work: impl FnOnce() -> Result<T>) -> Result<T> {
@@ -41,10 +42,4 @@ pub(crate) fn invalid(error: impl std::fmt::Display) -> Error {
 #[cfg_attr(test, allow(dead_code))]
 pub(crate) fn flags(bytes: &[u8]) -> Vec<bool> {
     bytes.iter().map(|&b| b != 0).collect()
-}
-
-/// Deliberately panics; lets the test suite prove a Rust panic reaches JS as an Error.
-#[napi(catch_unwind)]
-pub fn panic_for_test() {
-    panic!("ctxdedup: deliberate panic for tests");
 }
