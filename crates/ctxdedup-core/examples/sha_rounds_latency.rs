@@ -13,6 +13,11 @@ mod chains {
 
     /// `N` independent chains of `steps` instructions each; returns a value depending on all.
     #[target_feature(enable = "sha,sse2")]
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_possible_wrap,
+        reason = "lane numbers below N, a handful"
+    )]
     pub fn run<const N: usize>(steps: u64) -> i32 {
         let k = _mm_set1_epi32(3);
         let mut abef: [__m128i; N] = std::array::from_fn(|i| _mm_set1_epi32(i as i32 + 1));

@@ -32,6 +32,12 @@
 //! Token counts are taken once per run that reaches the net-positive test. The whole pass is
 //! linear in the input, whatever the options.
 
+// Per-site `#[expect]`s wait for the block-speed rework of this module (issue 13 item 7).
+#![expect(
+    clippy::cast_possible_truncation,
+    reason = "line numbers, widths and offsets of one conversation fit u32; u16 units below 0x80 fit u8; the low bits of hashes pick slots"
+)]
+
 use ahash::{AHashMap, RandomState};
 
 /// Occurrences remembered per window: the earliest and the most recent ones. Each scan position

@@ -14,6 +14,7 @@
 //! full: duplicates are compared where they lie.
 
 use crate::source::{units_as_bytes, Utf16Source, PREFETCH_DISTANCE, PREFIX_UNITS};
+use crate::to_u32;
 use ahash::{AHashMap, RandomState};
 use std::collections::hash_map::Entry;
 
@@ -83,7 +84,7 @@ impl<K: std::hash::Hash + Eq> Level<K> {
     fn place(&mut self, key: K, i: usize, same: impl FnOnce(usize) -> bool) -> Placement {
         match self.buckets.entry(key) {
             Entry::Vacant(vacant) => {
-                vacant.insert(Bucket::One(i as u32));
+                vacant.insert(Bucket::One(to_u32(i)));
                 Placement::New
             }
             Entry::Occupied(mut occupied) => match *occupied.get() {
@@ -112,7 +113,7 @@ const COMPARE_PREFETCH_DISTANCE: usize = 4;
 /// [`group_exact`] with a given hash (tests pass a constant one to make every content collide).
 fn group_exact_with<S: Utf16Source>(src: &S, hash: impl Fn(&[u8]) -> u64) -> Vec<u32> {
     let n = src.count();
-    let mut rep: Vec<u32> = (0..n as u32).collect();
+    let mut rep: Vec<u32> = (0..to_u32(n)).collect();
 
     let candidates = shared_keys(0..n, |i| src.len_of(i));
     let same_length: Vec<usize> = candidates.into_iter().map(|(i, _)| i).collect();
@@ -151,7 +152,7 @@ fn group_exact_with<S: Utf16Source>(src: &S, hash: impl Fn(&[u8]) -> u64) -> Vec
         }
         match by_prefix.place(prefix_key, i, |first| src.same_units(first, i)) {
             Placement::New => {}
-            Placement::Duplicate(first) => rep[i] = first as u32,
+            Placement::Duplicate(first) => rep[i] = to_u32(first),
             Placement::Split(first) => {
                 finer.place(src, &hash, prefix_key, first, &mut rep);
                 finer.place(src, &hash, prefix_key, i, &mut rep);
@@ -197,7 +198,7 @@ impl FinerLevels {
             .place(key, i, |first| src.same_units(first, i))
         {
             Placement::New => {}
-            Placement::Duplicate(first) => rep[i] = first as u32,
+            Placement::Duplicate(first) => rep[i] = to_u32(first),
             Placement::Split(first) => {
                 self.place_by_units(src, &hash, key, first, rep);
                 self.place_by_units(src, &hash, key, i, rep);
@@ -217,7 +218,7 @@ impl FinerLevels {
         let units = src.with_units(i, |units| hash(units_as_bytes(units)));
         let key = (len, prefix, fingerprint, units);
         let Some(&first) = self.by_units.get(&key) else {
-            self.by_units.insert(key, i as u32);
+            self.by_units.insert(key, to_u32(i));
             return;
         };
         let mut at = first;
@@ -228,7 +229,7 @@ impl FinerLevels {
             }
             match self.next_with_key[at as usize] {
                 u32::MAX => {
-                    self.next_with_key[at as usize] = i as u32;
+                    self.next_with_key[at as usize] = to_u32(i);
                     return;
                 }
                 next => at = next,
@@ -238,6 +239,10 @@ impl FinerLevels {
 }
 
 #[cfg(test)]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "test data: small indices and byte values"
+)]
 mod tests {
     use super::*;
     use crate::source::Utf16Arena;

@@ -29,6 +29,7 @@
 
 use crate::js_text::{is_js_whitespace, js_to_lower_case_into, js_trim};
 use crate::source::Utf16Source;
+use crate::to_u32;
 use ahash::AHashMap;
 
 /// Bumped whenever paragraph splitting or the key of [`paragraph_key_into`] changes for any input.
@@ -127,7 +128,7 @@ pub fn dedupe_findings<S: Utf16Source>(src: &S, min_key_units: usize) -> Finding
         src.with_units(text, |units| {
             split_paragraphs(units, text, &mut findings.paragraphs);
             for p in &findings.paragraphs[before..] {
-                let index = findings.first.len() as u32;
+                let index = to_u32(findings.first.len());
                 key.clear();
                 paragraph_key_into(&units[p.start..p.end], &mut key);
                 if key.len() < min_key_units {

@@ -13,6 +13,7 @@
 
 use crate::js_text::normalize_line_into;
 use crate::source::Utf16Source;
+use crate::to_u32;
 use crate::union_find::UnionFind;
 use ahash::AHashMap;
 
@@ -80,8 +81,8 @@ fn fingerprint_overlap(a: &[u32], b: &[u32]) -> u32 {
         if a[..pos].contains(line) {
             continue;
         }
-        let count_a = a.iter().filter(|x| *x == line).count() as u32;
-        let count_b = b.iter().filter(|x| *x == line).count() as u32;
+        let count_a = to_u32(a.iter().filter(|x| *x == line).count());
+        let count_b = to_u32(b.iter().filter(|x| *x == line).count());
         total += count_a * count_b;
     }
     total
@@ -166,6 +167,10 @@ impl LineInterner {
     }
 
     /// Starts loading the slot a line with this hash will probe first.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "only the low bits of a hash pick a slot"
+    )]
     fn prefetch(&self, hash: u64) {
         let slot = &self.slots[hash as usize & (self.slots.len() - 1)];
         #[cfg(target_arch = "x86_64")]
@@ -179,6 +184,10 @@ impl LineInterner {
     }
 
     /// The id of `line`, whose hash is `hash`, numbering it if it is new.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "only the low bits of a hash pick a slot"
+    )]
     fn intern(&mut self, line: &[u16], hash: u64) -> u32 {
         if 2 * (self.ends.len() + 1) > self.slots.len() {
             self.grow();
@@ -188,7 +197,7 @@ impl LineInterner {
         loop {
             let (slot_hash, stored) = self.slots[at];
             if stored == EMPTY {
-                let id = self.ends.len() as u32;
+                let id = to_u32(self.ends.len());
                 self.slots[at] = (hash, id + 1);
                 self.units.extend_from_slice(line);
                 self.ends.push(self.units.len());
@@ -201,6 +210,10 @@ impl LineInterner {
         }
     }
 
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "only the low bits of a hash pick a slot"
+    )]
     fn grow(&mut self) {
         let doubled = vec![(0, EMPTY); 2 * self.slots.len()];
         let old = std::mem::replace(&mut self.slots, doubled);
@@ -382,6 +395,11 @@ pub(crate) fn probe_tokens(member: &FuzzyMember, threshold: f64, doc_freq: &[u32
     }
     let total = member.lines;
     // Minimum shared tokens, rounded down a hair so float error can only lengthen the prefix.
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "a whole, non-negative number; a huge one saturates and is clamped below"
+    )]
     let min_overlap = ((threshold * total as f64) - 1e-9).ceil().max(0.0) as usize;
     let prefix_len = (total + 1).saturating_sub(min_overlap).clamp(1, total);
     let mut lines: Vec<(u32, u32)> = member.bag.clone();
@@ -584,6 +602,10 @@ fn with_possible_candidates<S: Utf16Source>(src: &S, participants: &[usize]) -> 
         let mut fingerprint = [0u32; FINGERPRINT_LINES];
         fingerprint[..ids.len()].copy_from_slice(&ids);
         fingerprints.push(Some(fingerprint));
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "at most FINGERPRINT_LINES ids"
+        )]
         lens.push(ids.len() as u8);
     }
     // Line id -> (fingerprints holding it, largest count in one fingerprint).
@@ -623,7 +645,7 @@ fn for_distinct(fingerprint: &[u32], mut f: impl FnMut(u32, u32)) {
         if !fingerprint[..pos].contains(line) {
             f(
                 *line,
-                fingerprint.iter().filter(|x| *x == line).count() as u32,
+                to_u32(fingerprint.iter().filter(|x| *x == line).count()),
             );
         }
     }
@@ -654,19 +676,19 @@ fn prefix_filter_groups<S: Utf16Source>(
                 let (j, previous) = postings[at as usize];
                 at = previous;
                 let j = j as usize;
-                if seen[j] == i as u32 {
+                if seen[j] == to_u32(i) {
                     continue;
                 }
-                seen[j] = i as u32;
+                seen[j] = to_u32(i);
                 if uf.find(i) != uf.find(j) && linked(&members[i], &members[j], threshold) {
                     uf.union(i, j);
                 }
             }
         }
         for token in tokens {
-            let slot = postings.len() as u32;
+            let slot = to_u32(postings.len());
             let previous = newest.insert(token, slot).unwrap_or(u32::MAX);
-            postings.push((i as u32, previous));
+            postings.push((to_u32(i), previous));
         }
     }
     drop((newest, postings));

@@ -40,9 +40,13 @@ fn fnv1a(seed: u64, units: &[u16]) -> u64 {
 }
 
 fn is_word_unit(u: u16) -> bool {
-    u >= 0x80 || (u as u8).is_ascii_alphanumeric()
+    u >= 0x80 || u8::try_from(u).is_ok_and(|b| b.is_ascii_alphanumeric())
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the remainder is below the vector's length"
+)]
 fn add_feature(vector: &mut [f32], hash: u64, weight: f32) {
     let slot = (hash % vector.len() as u64) as usize;
     if hash >> 63 == 1 {
@@ -70,6 +74,10 @@ fn embed_one(lower: &[u16], vector: &mut [f32], padded: &mut Vec<u16>) {
         .sum::<f64>()
         .sqrt();
     if norm > 0.0 {
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "f32 vectors, scaled in f64 for accuracy"
+        )]
         let scale = (1.0 / norm) as f32;
         vector.iter_mut().for_each(|v| *v *= scale);
     }

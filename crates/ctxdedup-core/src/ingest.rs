@@ -12,6 +12,7 @@
 use crate::resources::push_hex;
 use crate::sha::sha256_many;
 use crate::source::Utf16Source;
+use crate::to_u32;
 use ahash::AHashMap;
 
 /// Digests and in-batch first occurrences of one batch.
@@ -51,6 +52,10 @@ impl std::fmt::Display for IllFormed {
 impl std::error::Error for IllFormed {}
 
 /// Appends the UTF-8 encoding of `units` to `out`, or returns `false` at a lone surrogate.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "UTF-8 encoding: each byte is a masked or shifted part of a code point"
+)]
 pub fn utf16_to_utf8(units: &[u16], out: &mut Vec<u8>) -> bool {
     out.reserve(units.len());
     let mut i = 0;
@@ -134,7 +139,7 @@ pub fn hash_batch<S: Utf16Source>(src: &S) -> Result<BatchIdentity, IllFormed> {
             .collect();
         for (offset, digest) in sha256_many(&contents).into_iter().enumerate() {
             push_hex(&digest, &mut hex);
-            first.push(*seen.entry(digest).or_insert((start + offset) as u32));
+            first.push(*seen.entry(digest).or_insert(to_u32(start + offset)));
         }
         start = index;
     }
@@ -142,6 +147,10 @@ pub fn hash_batch<S: Utf16Source>(src: &S) -> Result<BatchIdentity, IllFormed> {
 }
 
 #[cfg(test)]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "test data: small indices and byte values"
+)]
 mod tests {
     use super::*;
     use crate::sha::sha256_hex;

@@ -5,6 +5,8 @@
 //! Rust's; U+0085 is the reverse), and JS strings may hold lone surrogates, which Rust strings
 //! cannot. Normalization version: [`NORMALIZATION_VERSION`].
 
+use crate::to_u32;
+
 /// Bumped whenever the normalization below changes its output for any input.
 pub const NORMALIZATION_VERSION: u32 = 1;
 
@@ -156,7 +158,7 @@ fn bmp_lower() -> &'static [u16; 0x10000] {
     TABLE.get_or_init(|| {
         let mut table = Box::new([MULTI_UNIT; 0x10000]);
         for (unit, slot) in table.iter_mut().enumerate() {
-            let Some(c) = char::from_u32(unit as u32) else {
+            let Some(c) = char::from_u32(to_u32(unit)) else {
                 continue;
             };
             let mut lower = c.to_lowercase();

@@ -27,6 +27,19 @@ pub mod vectors;
 
 pub use source::{Utf16Arena, Utf16Source};
 
+/// `i`, an index or count of a batch or an offset in one content, as the `u32` the core stores
+/// and returns. It fits: a batch has fewer than 2^32 items and a content fewer than 2^32 units
+/// (a JS array holds at most 2^32 - 1 elements, a JS string fewer than 2^30 units).
+#[inline]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "batch indices and content offsets are below 2^32 (see the doc comment)"
+)]
+pub fn to_u32(i: usize) -> u32 {
+    debug_assert!(u32::try_from(i).is_ok(), "{i} does not fit u32");
+    i as u32
+}
+
 /// A caller error: an input that must have one entry per content has another length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LengthMismatch {

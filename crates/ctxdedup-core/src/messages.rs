@@ -5,6 +5,7 @@
 use crate::exact::group_exact;
 use crate::fuzzy::fuzzy_groups;
 use crate::source::{Subset, Utf16Source, PREFETCH_DISTANCE};
+use crate::to_u32;
 
 /// Which copy of a duplicate group stays in full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,7 +116,7 @@ pub fn exact_duplicates<S: Utf16Source>(
             continue;
         }
         if slot[r] == u32::MAX {
-            slot[r] = groups.len() as u32;
+            slot[r] = to_u32(groups.len());
             groups.push(Vec::new());
         }
         groups[slot[r] as usize].push(eligible[local]);

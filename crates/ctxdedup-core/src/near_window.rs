@@ -23,6 +23,7 @@ use crate::fuzzy::{
 };
 use crate::js_text::normalize_line_into;
 use crate::source::Utf16Source;
+use crate::to_u32;
 use ahash::{AHashMap, AHashSet};
 
 /// The earlier content a batch item nearly duplicates.
@@ -206,10 +207,10 @@ pub fn near_duplicates<W: Utf16Source, B: Utf16Source>(
                 };
                 for &other in list {
                     let other = other as usize;
-                    if seen[other] == pos as u32 {
+                    if seen[other] == to_u32(pos) {
                         continue;
                     }
-                    seen[other] = pos as u32;
+                    seen[other] = to_u32(pos);
                     let candidate = &members[other];
                     if !linked(member, candidate, threshold) {
                         continue;
@@ -232,13 +233,17 @@ pub fn near_duplicates<W: Utf16Source, B: Utf16Source>(
             }
         }
         for token in tokens {
-            postings.entry(token).or_default().push(pos as u32);
+            postings.entry(token).or_default().push(to_u32(pos));
         }
     }
     result
 }
 
 #[cfg(test)]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "test data: small indices and byte values"
+)]
 mod tests {
     use super::*;
     use crate::source::Utf16Arena;

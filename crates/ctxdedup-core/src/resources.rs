@@ -117,6 +117,10 @@ pub fn checksum_batch<S: ByteSource>(src: &S, min_bytes: usize) -> Checksums {
 }
 
 #[cfg(test)]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "test data: small indices and byte values"
+)]
 mod tests {
     use super::*;
     use crate::sha::sha256_hex;

@@ -6,6 +6,7 @@
 
 use crate::exact::group_exact;
 use crate::source::Utf16Source;
+use crate::to_u32;
 use crate::LengthMismatch;
 
 /// For every item, the index of the survivor of its duplicate group (itself if it survives).
@@ -21,11 +22,11 @@ pub fn survivors<S: Utf16Source>(src: &S, scores: &[f64]) -> Result<Vec<u32>, Le
 /// Survivor selection given precomputed groups (`groups[i]` = first index with i's content,
 /// one score per group entry).
 fn survivors_of_groups(groups: &[u32], scores: &[f64]) -> Vec<u32> {
-    let mut best: Vec<u32> = (0..groups.len() as u32).collect();
+    let mut best: Vec<u32> = (0..to_u32(groups.len())).collect();
     for (i, &g) in groups.iter().enumerate() {
         let g = g as usize;
         if g != i && scores[i] > scores[best[g] as usize] {
-            best[g] = i as u32;
+            best[g] = to_u32(i);
         }
     }
     groups.iter().map(|&g| best[g as usize]).collect()

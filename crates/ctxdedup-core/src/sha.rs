@@ -26,6 +26,10 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 #[cfg(test)]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "test data: small indices and byte values"
+)]
 mod tests {
     use super::*;
     use proptest::prelude::*;

@@ -1,5 +1,7 @@
 //! Disjoint sets with path halving and union by size.
 
+use crate::to_u32;
+
 /// Union-find over `0..n`.
 #[derive(Debug, Clone)]
 pub struct UnionFind {
@@ -11,7 +13,7 @@ impl UnionFind {
     /// `n` singleton sets.
     pub fn new(n: usize) -> Self {
         Self {
-            parent: (0..n as u32).collect(),
+            parent: (0..to_u32(n)).collect(),
             size: vec![1; n],
         }
     }
@@ -35,7 +37,7 @@ impl UnionFind {
         if self.size[ra] < self.size[rb] {
             std::mem::swap(&mut ra, &mut rb);
         }
-        self.parent[rb] = ra as u32;
+        self.parent[rb] = to_u32(ra);
         self.size[ra] += self.size[rb];
         true
     }
@@ -50,7 +52,7 @@ impl UnionFind {
             let root = self.find(x);
             if self.size[root] as usize >= min_size {
                 if slot[root] == u32::MAX {
-                    slot[root] = groups.len() as u32;
+                    slot[root] = to_u32(groups.len());
                     groups.push(Vec::with_capacity(self.size[root] as usize));
                 }
                 groups[slot[root] as usize].push(x);

@@ -8,6 +8,7 @@
 
 use std::collections::HashSet;
 
+use crate::to_u32;
 use crate::union_find::UnionFind;
 
 /// Why a matrix of embeddings was refused.
@@ -137,7 +138,7 @@ pub fn nearest(
     }
     let mut scored: Vec<Scored> = (0..embeddings.len())
         .map(|i| Scored {
-            index: i as u32,
+            index: to_u32(i),
             similarity: cosine(embeddings.row(i), query),
         })
         .collect();
@@ -178,6 +179,10 @@ pub fn similar_pairs(embeddings: Embeddings<'_>, threshold: f64) -> Vec<SimilarP
     }
     let dim = embeddings.dim();
     let unit = unit_rows(embeddings);
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "the f32 filter keeps a margin far above the rounding"
+    )]
     let cut = threshold as f32 - FILTER_MARGIN;
     let tiles = n.div_ceil(TILE);
     let workers = std::thread::available_parallelism()
@@ -201,8 +206,8 @@ pub fn similar_pairs(embeddings: Embeddings<'_>, threshold: f64) -> Vec<SimilarP
                             let similarity = cosine(embeddings.row(i), embeddings.row(j));
                             if similarity >= threshold {
                                 found.push(SimilarPair {
-                                    a: i as u32,
-                                    b: j as u32,
+                                    a: to_u32(i),
+                                    b: to_u32(j),
                                     similarity,
                                 });
                             }
@@ -247,6 +252,10 @@ fn unit_rows(embeddings: Embeddings<'_>) -> Vec<f32> {
     for i in 0..embeddings.len() {
         let row = embeddings.row(i);
         let norm = row.iter().map(|&v| v as f64 * v as f64).sum::<f64>().sqrt();
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "f32 vectors, scaled in f64 for accuracy"
+        )]
         let scale = if norm > 0.0 { (1.0 / norm) as f32 } else { 0.0 };
         out.extend(row.iter().map(|&v| v * scale));
     }
@@ -399,7 +408,7 @@ pub fn cluster(embeddings: Embeddings<'_>, threshold: f64, linkage: Linkage) -> 
     let mut cluster_of = vec![u32::MAX; embeddings.len()];
     for (c, members) in groups.iter().enumerate() {
         for &m in members {
-            cluster_of[m] = c as u32;
+            cluster_of[m] = to_u32(c);
         }
     }
     let mut edges = vec![(0usize, f64::INFINITY, f64::NEG_INFINITY); groups.len()];
@@ -425,7 +434,7 @@ pub fn cluster(embeddings: Embeddings<'_>, threshold: f64, linkage: Linkage) -> 
                 min_over_pairs(embeddings, unit, &members)
             };
             Cluster {
-                members: members.into_iter().map(|m| m as u32).collect(),
+                members: members.into_iter().map(to_u32).collect(),
                 min_similarity,
                 max_similarity: max_edge,
             }
@@ -469,7 +478,7 @@ fn complete_linkage(n: usize, pairs: &[SimilarPair]) -> Vec<Vec<usize>> {
     // Cluster ids are never reused, so a remembered failed join of two ids stays valid until
     // one of them joins something else (and gets a new id).
     let mut cluster_of: Vec<usize> = (0..n).collect();
-    let mut members: Vec<Vec<u32>> = (0..n as u32).map(|i| vec![i]).collect();
+    let mut members: Vec<Vec<u32>> = (0..to_u32(n)).map(|i| vec![i]).collect();
     let mut failed: HashSet<(usize, usize)> = HashSet::new();
     for p in order {
         let (ca, cb) = (cluster_of[p.a as usize], cluster_of[p.b as usize]);
@@ -507,6 +516,10 @@ fn complete_linkage(n: usize, pairs: &[SimilarPair]) -> Vec<Vec<usize>> {
 }
 
 #[cfg(test)]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "test data: small indices and byte values"
+)]
 mod tests {
     use super::*;
     use proptest::prelude::*;

@@ -9,7 +9,7 @@ use ctxdedup_core::blocks::{
     dedupe_blocks, eligible_flags, BlockOptions, BlockRef, Conversation, Template,
 };
 use ctxdedup_core::messages::Eligibility;
-use ctxdedup_core::Utf16Arena;
+use ctxdedup_core::{to_u32, Utf16Arena};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
@@ -138,7 +138,7 @@ fn slices(arena: &Utf16Arena) -> Vec<&[u16]> {
 
 fn to_js(refs: Vec<BlockRef>) -> NativeBlocks {
     let column = |f: &dyn Fn(&BlockRef) -> usize| {
-        Uint32Array::new(refs.iter().map(|r| f(r) as u32).collect())
+        Uint32Array::new(refs.iter().map(|r| to_u32(f(r))).collect())
     };
     let numbering = |f: &dyn Fn(&ctxdedup_core::blocks::Numbering) -> u32| {
         Uint32Array::new(

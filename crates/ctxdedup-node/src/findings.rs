@@ -7,6 +7,7 @@
 
 use crate::strings::JsStrings;
 use ctxdedup_core::findings::{self, FINDINGS_NORMALIZATION_VERSION};
+use ctxdedup_core::to_u32;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
@@ -30,7 +31,7 @@ pub fn dedupe_findings(
 ) -> NativeFindings {
     let result = findings::dedupe_findings(&texts, min_key_units as usize);
     let column = |f: fn(&findings::Paragraph) -> usize| -> Uint32Array {
-        Uint32Array::new(result.paragraphs.iter().map(|p| f(p) as u32).collect())
+        Uint32Array::new(result.paragraphs.iter().map(|p| to_u32(f(p))).collect())
     };
     NativeFindings {
         text: column(|p| p.text),

@@ -14,7 +14,7 @@
 use crate::flags;
 use crate::strings::{self, StringHandles};
 use ctxdedup_core::messages::{self as core, analyze, AnalyzeOptions, AnalyzeSettings, Annotation};
-use ctxdedup_core::{Utf16Arena, Utf16Source};
+use ctxdedup_core::{to_u32, Utf16Arena, Utf16Source};
 use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
@@ -95,7 +95,7 @@ fn run_analysis<S: Utf16Source>(
 
 fn to_js(result: AnalysisVecs) -> NativeAnalysis {
     let column = |list: &[Annotation], f: fn(&Annotation) -> usize| -> Uint32Array {
-        Uint32Array::new(list.iter().map(|a| f(a) as u32).collect())
+        Uint32Array::new(list.iter().map(|a| to_u32(f(a))).collect())
     };
     NativeAnalysis {
         exact_index: column(&result.exact, |a| a.index),
@@ -226,6 +226,11 @@ impl ToNapiValue for OwnedF64 {
 fn packed_options(params: &[f64]) -> Result<AnalyzeOptions> {
     let bad = || Error::new(Status::InvalidArg, "malformed analysis parameters");
     let flag = |k: usize| params.get(k).map(|&v| v != 0.0).ok_or_else(bad);
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "a whole number in 0..=u32::MAX, checked first"
+    )]
     let unsigned = |k: usize| -> Result<usize> {
         match params.get(k) {
             Some(&v) if v >= 0.0 && v <= f64::from(u32::MAX) && v.fract() == 0.0 => Ok(v as usize),
@@ -251,6 +256,11 @@ fn packed_options(params: &[f64]) -> Result<AnalyzeOptions> {
         {
             return Err(bad());
         }
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "whole numbers in 0..=65535, checked above"
+        )]
         skip_prefixes.push(units.iter().map(|&u| u as u16).collect());
         at += 1 + len;
     }

@@ -36,6 +36,11 @@ fn check_sizes(window: usize, batch: usize, exclude: usize) -> Result<()> {
     Ok(())
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    clippy::cast_possible_wrap,
+    reason = "`check_sizes` bounds window + batch by i32::MAX"
+)]
 fn to_js(matches: Vec<Option<NearMatch>>) -> NativeNearMatches {
     let target = matches
         .iter()

@@ -19,6 +19,11 @@ pub fn resource_checksums(
     min_bytes: f64,
 ) -> Result<String> {
     contents.set_byte_lengths(byte_lengths)?;
-    // `min_bytes` is a validated non-negative integer; the saturating cast keeps huge values huge.
-    Ok(resources::checksum_batch(&contents, min_bytes as usize).hex)
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "a validated non-negative whole number; the saturating cast keeps huge values huge"
+    )]
+    let min_bytes = min_bytes as usize;
+    Ok(resources::checksum_batch(&contents, min_bytes).hex)
 }

@@ -8,7 +8,7 @@
 
 use crate::strings::{JsStrings, Units};
 use ctxdedup_core::tokens::{count_utf16, Encoding};
-use ctxdedup_core::Utf16Source;
+use ctxdedup_core::{to_u32, Utf16Source};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
@@ -38,7 +38,7 @@ pub fn count_tokens(
     #[napi(ts_arg_type = "string")] text: Units,
     encoding: TokenEncoding,
 ) -> Result<u32> {
-    Ok(count_utf16(encoding.into(), &text) as u32)
+    Ok(to_u32(count_utf16(encoding.into(), &text)))
 }
 
 /// [`count_tokens`] of each text, in one call.
@@ -49,7 +49,7 @@ pub fn count_tokens_batch(
 ) -> Uint32Array {
     let encoding = encoding.into();
     let counts = (0..texts.count())
-        .map(|i| texts.with_units(i, |units| count_utf16(encoding, units) as u32))
+        .map(|i| texts.with_units(i, |units| to_u32(count_utf16(encoding, units))))
         .collect();
     Uint32Array::new(counts)
 }

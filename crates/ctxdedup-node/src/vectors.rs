@@ -8,6 +8,7 @@
 #![cfg_attr(test, allow(dead_code))]
 
 use crate::invalid;
+use ctxdedup_core::to_u32;
 use ctxdedup_core::vectors::{self as core, cluster, nearest, Cluster, Embeddings};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -53,7 +54,7 @@ fn flatten(clusters: Vec<Cluster>) -> NativeClusters {
     offsets.push(0u32);
     for c in &clusters {
         members.extend_from_slice(&c.members);
-        offsets.push(members.len() as u32);
+        offsets.push(to_u32(members.len()));
     }
     NativeClusters {
         members: Uint32Array::new(members),

@@ -48,7 +48,13 @@ impl JsContents {
                 Content::Text { units, bytes, .. } => {
                     // UTF-8 takes at least one byte and at most three per UTF-16 unit.
                     if given >= *units as f64 && given <= 3.0 * *units as f64 {
-                        *bytes = given as usize;
+                        #[expect(
+                            clippy::cast_possible_truncation,
+                            clippy::cast_sign_loss,
+                            reason = "between `units` and `3 * units`, checked above; a fraction is caught below"
+                        )]
+                        let given = given as usize;
+                        *bytes = given;
                     }
                     *bytes
                 }
