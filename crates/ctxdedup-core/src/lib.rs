@@ -5,15 +5,14 @@
 //! equality, lone surrogates included (see `DESIGN.md`, "Identity is the contract").
 
 pub mod blocks;
+pub mod checksums;
 pub mod exact;
 pub mod findings;
 pub mod fuzzy;
 pub mod hashed_embedding;
-pub mod ingest;
 pub mod js_text;
 pub mod messages;
 pub mod near_window;
-pub mod resources;
 pub mod scored;
 pub mod sha;
 #[cfg(target_arch = "x86_64")]

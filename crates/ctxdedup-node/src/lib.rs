@@ -5,13 +5,12 @@
 //! module list and the helpers the modules share.
 
 mod blocks;
+mod checksums;
 mod exact;
 mod findings;
 mod hashed_embedding;
-mod ingest;
 mod messages;
 mod near_window;
-mod resources;
 mod scored;
 mod sha;
 mod strings;

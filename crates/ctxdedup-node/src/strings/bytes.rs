@@ -2,7 +2,7 @@
 //! each array in place): the reader of the resource checksums.
 
 use super::array_elements;
-use ctxdedup_core::resources::ByteSource;
+use ctxdedup_core::checksums::ByteSource;
 use napi::bindgen_prelude::*;
 use napi::sys;
 use std::cell::RefCell;

@@ -1,16 +1,34 @@
-//! Batch identity for the ingestion index: SHA-256 per content plus in-batch first occurrences,
-//! one native call per batch. Conversion only; the work is `ctxdedup_core::ingest::hash_batch`.
+//! Binding of `ctxdedup_core::checksums`: SHA-256 of content batches (resource blocks as bytes,
+//! ingestion batches as UTF-16 with first occurrences). Conversion only: the work is the core's.
 
 // napi-derive does not register exports in test builds, so outside the crate root they would
 // count as dead code there.
 #![cfg_attr(test, allow(dead_code))]
 
 use crate::invalid;
-use crate::strings::JsStrings;
-use ctxdedup_core::ingest::{hash_batch, BatchIdentity};
+use crate::strings::{JsContents, JsStrings};
+use ctxdedup_core::checksums::{checksum_batch, hash_batch, BatchIdentity};
 use ctxdedup_core::Utf16Arena;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
+
+/// SHA-256 of every content longer than `min_bytes`, in one call. `byte_lengths` holds the UTF-8
+/// length of each content (the caller measures strings with `Buffer.byteLength`).
+#[napi(catch_unwind)]
+pub fn resource_checksums(
+    #[napi(ts_arg_type = "Array<string | Uint8Array>")] mut contents: JsContents,
+    byte_lengths: &[f64],
+    min_bytes: f64,
+) -> Result<String> {
+    contents.set_byte_lengths(byte_lengths)?;
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "a validated non-negative whole number; the saturating cast keeps huge values huge"
+    )]
+    let min_bytes = min_bytes as usize;
+    Ok(checksum_batch(&contents, min_bytes).hex)
+}
 
 /// Digests (concatenated lowercase hex, 64 characters each) and first occurrences of a batch.
 #[napi(object)]

@@ -7,9 +7,9 @@
 //!
 //! Grouping is by digest, which is exactly the identity the persistent index uses: two contents
 //! are the same for the index iff their SHA-256 digests are equal. The hex encoding is the one of
-//! the resource checksums ([`crate::resources::push_hex`]).
+//! the resource checksums ([`super::push_hex`]).
 
-use crate::resources::push_hex;
+use super::push_hex;
 use crate::sha::sha256_many;
 use crate::source::Utf16Source;
 use crate::to_u32;

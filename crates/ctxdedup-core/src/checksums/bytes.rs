@@ -7,6 +7,7 @@
 //! and the blocks of a response are hashed two at a time where the CPU allows
 //! ([`crate::sha::sha256_many`]).
 
+use super::push_hex;
 use crate::sha::sha256_many;
 
 /// A batch of contents, each a sequence of bytes.
@@ -79,19 +80,6 @@ impl Checksums {
     pub fn nth(&self, nth: usize) -> &str {
         &self.hex[nth * 64..nth * 64 + 64]
     }
-}
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
-
-/// Appends a digest in lowercase hex to `out`.
-pub fn push_hex(digest: &[u8; 32], out: &mut String) {
-    let mut hex = [0u8; 64];
-    for (i, byte) in digest.iter().enumerate() {
-        hex[2 * i] = HEX[usize::from(byte >> 4)];
-        hex[2 * i + 1] = HEX[usize::from(byte & 0x0f)];
-    }
-    // Every byte of `hex` is an ASCII hex digit.
-    out.extend(hex.iter().map(|&b| char::from(b)));
 }
 
 /// Measures every content and hashes those longer than `min_bytes` bytes.
