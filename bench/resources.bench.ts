@@ -9,8 +9,8 @@
 import { createHash } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import b from 'benny';
-import { native } from '../src/native.js';
 import {
+  checksums as resourceChecksums,
   DEFAULT_RESOURCE_TEMPLATE,
   ResourceLedger,
   describeLocation,
@@ -326,10 +326,7 @@ export async function run(): Promise<BenchRow[]> {
     compare(
       'resources: checksums of every response (one native call per response vs one hash per block)',
       () => {
-        for (const batch of batches) {
-          const lengths = Float64Array.from(batch, (c) => (typeof c === 'string' ? Buffer.byteLength(c) : c.byteLength));
-          native.resourceChecksums(batch, lengths, 300);
-        }
+        for (const batch of batches) resourceChecksums(batch, 300);
       },
       () => {
         for (const batch of batches) {

@@ -200,10 +200,11 @@ export declare function nearDuplicatesInWindowAsync(window: string[], batch: str
 export declare function paragraphKeys(paragraphs: string[]): Array<string>
 
 /**
- * SHA-256 of every content longer than `min_bytes`, in one call. `byte_lengths` holds the UTF-8
- * length of each content (the caller measures strings with `Buffer.byteLength`).
+ * SHA-256 of every content longer than `min_bytes`: the contents are packed in `bytes`, content
+ * `i` ending at `ends[i]` (one buffer plus offsets, which JavaScript fills with `Buffer.write`:
+ * as fast as reading each string through Node-API, and no string reader to maintain).
  */
-export declare function resourceChecksums(contents: Array<string | Uint8Array>, byteLengths: Float64Array, minBytes: number): string
+export declare function resourceChecksums(bytes: Uint8Array, ends: Uint32Array, minBytes: number): string
 
 /** For each scored item, the index of its group's survivor. */
 export declare function scoredSurvivors(contents: string[], scores: Float64Array): Uint32Array

@@ -438,23 +438,55 @@ function readBlocks(blocks: unknown, path: string): ResourceInput {
   return input;
 }
 
+/** Reused between batches (a fresh buffer is mapped page by page on first touch, which costs more
+ * than filling it); one of at most {@link KEPT_PACK_BYTES} is kept. */
+let packBuffer: Buffer = Buffer.allocUnsafe(0);
+const KEPT_PACK_BYTES = 16 << 20;
+
 /**
  * Byte lengths of a batch, and the checksums of the contents longer than `minBytes` from one
- * native call. Strings are measured here: `Buffer.byteLength` is far faster than the Node-API
- * length query, and the native side checks the lengths it is given.
+ * native call. Strings are measured here (`Buffer.byteLength`), and the contents to hash are
+ * packed into one buffer (strings written as UTF-8 by `Buffer.write`, bytes copied) with the end
+ * of each, which the native side hashes in place: 5 to 13% faster than the string reader it
+ * replaces (bench/resources.bench.ts batches and 10 × 1 KB blocks per response).
+ * @internal
  */
-function checksums(contents: (string | Uint8Array)[], minBytes: number): { bytes: Float64Array; sha: (string | undefined)[] } {
+export function checksums(contents: readonly (string | Uint8Array)[], minBytes: number): { bytes: Float64Array; sha: (string | undefined)[] } {
   const bytes = new Float64Array(contents.length);
   let hashed = 0;
+  let total = 0;
   for (let i = 0; i < contents.length; i++) {
     const content = contents[i] as string | Uint8Array;
     const size = typeof content === 'string' ? Buffer.byteLength(content, 'utf8') : content.byteLength;
     bytes[i] = size;
-    if (size > minBytes) hashed++;
+    if (size > minBytes) {
+      hashed++;
+      total += size;
+    }
   }
   const sha = new Array<string | undefined>(contents.length);
   if (hashed === 0) return { bytes, sha };
-  const hex = native.resourceChecksums(contents, bytes, minBytes);
+  if (total > 0xffff_ffff) rangeError('resource contents', `of one batch total ${total} bytes to checksum, more than 4 GiB`);
+  let pack = packBuffer;
+  if (pack.length < total) {
+    pack = Buffer.allocUnsafe(Math.max(total, 2 * pack.length));
+    if (pack.length <= KEPT_PACK_BYTES) packBuffer = pack;
+  }
+  const ends = new Uint32Array(hashed);
+  let at = 0;
+  for (let i = 0, k = 0; i < contents.length; i++) {
+    if ((bytes[i] as number) <= minBytes) continue;
+    const content = contents[i] as string | Uint8Array;
+    if (typeof content === 'string') {
+      // As many UTF-8 bytes as UTF-16 units: pure ASCII, whose Latin-1 write is a plain copy.
+      at += pack.write(content, at, bytes[i] === content.length ? 'latin1' : 'utf8');
+    } else {
+      pack.set(content, at);
+      at += content.byteLength;
+    }
+    ends[k++] = at;
+  }
+  const hex = native.resourceChecksums(pack, ends, minBytes);
   let next = 0;
   for (let i = 0; i < contents.length; i++) {
     if ((bytes[i] as number) > minBytes) {

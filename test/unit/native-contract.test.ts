@@ -3,6 +3,7 @@
  * enums), the same parameter has one type in every function, and caller errors come from the
  * core with its message (the binding re-validates nothing).
  */
+import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { native } from '../../src/native.js';
 
@@ -43,6 +44,13 @@ describe('native contract', () => {
     expect(Array.from(native.countTokensBatch(['hello world', ''], Cl100kBase))).toEqual([2, 0]);
     expect(native.countTokensBatch(['Hello, world!'], O200kBase)[0]).toBe(native.countTokens('Hello, world!', O200kBase));
     expect(() => native.countTokens('a', 7 as never)).toThrow(/TokenEncoding/);
+  });
+
+  it('checksums contents packed in one buffer with the end of each', () => {
+    const hex = native.resourceChecksums(Buffer.from('abcdef'), Uint32Array.of(3, 6), 0);
+    expect(hex).toBe(createHash('sha256').update('abc').digest('hex') + createHash('sha256').update('def').digest('hex'));
+    expect(() => native.resourceChecksums(Buffer.from('abcdef'), Uint32Array.of(3, 2), 0)).toThrow('ends[1] is before the end before it or past the buffer');
+    expect(() => native.resourceChecksums(Buffer.from('abc'), Uint32Array.of(4), 0)).toThrow('ends[0]');
   });
 
   it('reports caller errors from the core', async () => {

@@ -65,6 +65,73 @@ impl ByteSource for ByteArena {
     }
 }
 
+/// A borrowed batch: all contents in one buffer, plus the end offset of each (what a caller
+/// fills with `TextEncoder.encodeInto` or `Buffer.write`, one call per content).
+#[derive(Debug, Clone, Copy)]
+pub struct PackedBytes<'a> {
+    bytes: &'a [u8],
+    ends: &'a [u32],
+}
+
+/// Why `ends` does not describe a batch in its buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadEnd {
+    /// The first offending entry of `ends`.
+    pub index: usize,
+}
+
+impl std::fmt::Display for BadEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ends[{}] is before the end before it or past the buffer",
+            self.index
+        )
+    }
+}
+
+impl std::error::Error for BadEnd {}
+
+impl<'a> PackedBytes<'a> {
+    /// Content `i` is `bytes[ends[i - 1]..ends[i]]` (from 0 for the first); `ends` must not
+    /// decrease nor pass the buffer's end (bytes after the last end are ignored).
+    pub fn new(bytes: &'a [u8], ends: &'a [u32]) -> Result<Self, BadEnd> {
+        let mut start = 0;
+        for (index, &end) in ends.iter().enumerate() {
+            let end = end as usize;
+            if end < start || end > bytes.len() {
+                return Err(BadEnd { index });
+            }
+            start = end;
+        }
+        Ok(Self { bytes, ends })
+    }
+
+    fn get(&self, index: usize) -> &'a [u8] {
+        let start = if index == 0 {
+            0
+        } else {
+            self.ends[index - 1] as usize
+        };
+        &self.bytes[start..self.ends[index] as usize]
+    }
+}
+
+impl ByteSource for PackedBytes<'_> {
+    fn count(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn byte_len(&self, index: usize) -> usize {
+        self.get(index).len()
+    }
+
+    fn with_many<R>(&self, indices: &[usize], f: impl FnOnce(&[&[u8]]) -> R) -> R {
+        let slices: Vec<&[u8]> = indices.iter().map(|&i| self.get(i)).collect();
+        f(&slices)
+    }
+}
+
 /// Result of [`checksum_batch`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Checksums {
@@ -143,6 +210,34 @@ mod tests {
             push_hex(&sha2::Sha256::digest(&data).into(), &mut out);
             assert_eq!(out, sha256_hex(&data));
         }
+    }
+
+    #[test]
+    fn packed_contents_hash_like_an_arena() {
+        let parts: [&[u8]; 4] = [b"", &[7u8; 400], b"short", &[1u8; 301]];
+        let mut arena = ByteArena::new();
+        let mut bytes = Vec::new();
+        let mut ends = Vec::new();
+        for p in parts {
+            arena.push(p);
+            bytes.extend_from_slice(p);
+            ends.push(u32::try_from(bytes.len()).unwrap());
+        }
+        bytes.extend_from_slice(b"ignored tail");
+        let packed = PackedBytes::new(&bytes, &ends).unwrap();
+        assert_eq!(checksum_batch(&packed, 300), checksum_batch(&arena, 300));
+        assert_eq!(
+            PackedBytes::new(&bytes, &[3, 2]).unwrap_err(),
+            BadEnd { index: 1 }
+        );
+        assert_eq!(
+            PackedBytes::new(b"abc", &[4]).unwrap_err(),
+            BadEnd { index: 0 }
+        );
+        assert_eq!(
+            BadEnd { index: 1 }.to_string(),
+            "ends[1] is before the end before it or past the buffer"
+        );
     }
 
     #[test]

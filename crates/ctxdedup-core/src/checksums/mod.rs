@@ -5,7 +5,7 @@
 mod bytes;
 mod utf16;
 
-pub use bytes::{checksum_batch, ByteArena, ByteSource, Checksums};
+pub use bytes::{checksum_batch, BadEnd, ByteArena, ByteSource, Checksums, PackedBytes};
 pub use utf16::{hash_batch, utf16_to_utf8, BatchIdentity, IllFormed};
 
 const HEX: &[u8; 16] = b"0123456789abcdef";

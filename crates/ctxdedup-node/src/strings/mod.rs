@@ -1,13 +1,11 @@
 //! Raw string reading: every read of a V8 string in the binding is in this module (arrays of
 //! strings read lazily as UTF-16 code units, with prefetching and a pool of large buffers; one
-//! string into a reused buffer, [`Units`]; strings and bytes as UTF-8, [`JsContents`]).
+//! string into a reused buffer, [`Units`]).
 //! Every `unsafe fn` states its contract under `# Safety`, every unsafe block why it holds
 //! under `SAFETY:`.
 
-mod bytes;
 mod units;
 
-pub use bytes::JsContents;
 pub use units::Units;
 
 use ctxdedup_core::source::PREFIX_UNITS;
