@@ -211,7 +211,8 @@ describe('lengths measured in JavaScript', () => {
 });
 
 describe('Rust panics', () => {
-  it('surface as a JS Error and the process survives', () => {
+  // The first run on a fresh checkout compiles the test addon (see test/support/test-addon.ts).
+  it('surface as a JS Error and the process survives', { timeout: 600_000 }, () => {
     // The test build of the addon: `panicForTest` is behind the cargo feature `test-panic`.
     const addon = testAddon();
     const error = thrown(() => addon.panicForTest());
