@@ -22,14 +22,14 @@ const ref = await loadReference();
 /**
  * @param {import('../src/stages/messages.js').Message[]} messages
  * @param {import('../src/stages/messages.js').DedupeMessagesOptions} options
- * @returns {Promise<import('../src/cli/dedupe-session.js').EngineResult>}
+ * @returns {Promise<import('../src/cli/dedupe-session.js').SessionDecisions>}
  */
 export async function engine(messages, options) {
   const preserve = new Set(options.preserve ?? ['system']);
   const start = messages.length;
   const exact = ref.refAnalyzeDuplicates(messages, start, preserve);
   const fuzzy = options.near ? ref.refAnalyzeFuzzyDuplicates(messages, start, preserve, exact, options.threshold ?? 0.85) : new Map();
-  const decisions = [];
+  const rewritten = [];
   for (const [kind, annotations] of [
     ['exact', exact],
     ['near', fuzzy],
@@ -41,9 +41,9 @@ export async function engine(messages, options) {
         kind === 'exact'
           ? `[ctxdedup: duplicate of ${keepId} — ${chars} chars]`
           : `[ctxdedup: near-duplicate of ${keepId} — ${chars} chars, ~${Math.round((a.similarity ?? 1) * 100)}% match]`;
-      decisions.push({ index, kind, tag, charsSaved: messages[index].content.length - tag.length });
+      rewritten.push({ index, content: tag, charsSaved: messages[index].content.length - tag.length });
     }
   }
-  decisions.sort((x, y) => x.index - y.index);
-  return { decisions, exact: exact.size, near: fuzzy.size, keptInWindow: 0 };
+  rewritten.sort((x, y) => x.index - y.index);
+  return { rewritten, stats: { exactDuplicates: exact.size, nearDuplicates: fuzzy.size, keptInWindow: 0, blockReferences: 0, blockCharsSaved: 0 } };
 }

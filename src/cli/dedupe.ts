@@ -6,6 +6,7 @@
 import { resolve } from 'node:path';
 import { stat } from 'node:fs/promises';
 import type { Readable, Writable } from 'node:stream';
+import { referenceTag } from '../stages/message-analysis.js';
 import { DEFAULT_TEMPLATES } from '../stages/messages.js';
 import type { TokenEncoding } from '../tokens.js';
 import { dedupeHandler, loadEngine, validateSettings, type DedupeEngine, type DedupeOutcome, type DedupeSettings } from './dedupe-session.js';
@@ -58,6 +59,8 @@ export interface DedupeCommandOptions
   engineModule?: string;
   /** Target size of a batch of session lines in bytes (default 2 MiB). */
   batchBytes?: number;
+  /** Running from TypeScript sources: the worker threads' loader module (see `WorkerInit.loader`). */
+  workerLoader?: string;
 }
 
 /** Streams a command works with. */
@@ -131,7 +134,7 @@ export async function checkOutputs(
 async function executorFor(o: DedupeCommandOptions, settings: DedupeSettings, files: readonly InputFile[]): Promise<Executor<DedupeOutcome>> {
   const local = async (): Promise<Executor<DedupeOutcome>> => inProcess(dedupeHandler(settings, o.engine ?? (await loadEngine(settings, o.engineModule))));
   if (o.engine !== undefined) return local();
-  const init = { settings, engineModule: o.engineModule };
+  const init = { settings, engineModule: o.engineModule, loader: o.workerLoader };
   if (o.jobs !== undefined) return o.jobs === 1 ? local() : new WorkerPool(o.jobs, init);
   const cpus = defaultJobs();
   if (cpus === 1) return local();
@@ -198,6 +201,7 @@ export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise
   const verbatim = verbatimPath === undefined ? undefined : await Sink.open({ kind: 'file', path: verbatimPath });
   // Cross-session dedup: the first session#id seen with each tool output, by content key.
   const cross = new Map<string, string>();
+  const crossTag = referenceTag(DEFAULT_TEMPLATES);
 
   // Adds one session up, in input order: its own replacements, then cross-session ones.
   const session = async (file: InputFile, item: SessionResult<DedupeOutcome>, out: Uint8Array): Promise<OutputPatch[] | undefined> => {
@@ -215,7 +219,7 @@ export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise
         return;
       }
       if (c.inWindow) return;
-      const after = DEFAULT_TEMPLATES.exact.replace('{keepId}', seen).replace('{chars}', String(c.chars));
+      const after = crossTag({ kind: 'exact', id: c.where, keepId: seen, chars: c.chars });
       if (after.length >= c.chars) return;
       const start = item.spans?.[2 * k] as number;
       const end = item.spans?.[2 * k + 1] as number;

@@ -21,6 +21,11 @@ export interface WorkerInit {
   settings: DedupeSettings;
   /** URL of a module exporting `engine` (default: the native stage). */
   engineModule?: string | undefined;
+  /**
+   * Only when the CLI runs from its TypeScript sources (tests): URL of a module the worker
+   * thread starts with, which makes TypeScript importable and then imports `workerData.entry`.
+   */
+  loader?: string | undefined;
 }
 
 /** Main thread -> worker. */
@@ -54,10 +59,11 @@ interface Slot {
 
 function startWorker(init: WorkerInit): Worker {
   const here = import.meta.url;
-  // The built CLI runs dist/cli/worker.js; from source (vitest, tsx) the worker is TypeScript
-  // and needs tsx registered in its thread first.
+  // The built CLI runs dist/cli/worker.js; from source the worker is TypeScript and needs the
+  // caller's loader in its thread first (the product never loads a TypeScript toolchain).
   if (here.endsWith('.ts')) {
-    return new Worker(new URL('./worker-source.mjs', here), { workerData: { ...init, entry: new URL('./worker.ts', here).href } });
+    if (init.loader === undefined) throw new Error('ctxdedup: worker threads of the CLI run from TypeScript sources need a loader (RunHooks.workerLoader)');
+    return new Worker(new URL(init.loader), { workerData: { ...init, entry: new URL('./worker.ts', here).href } });
   }
   return new Worker(new URL('./worker.js', here), { workerData: init });
 }

@@ -59,6 +59,8 @@ export interface RunHooks {
   engineModule?: string;
   /** Target size of a batch of session lines in bytes (tests use small ones to get many jobs). */
   batchBytes?: number;
+  /** Running from TypeScript sources: the worker threads' loader module (see `WorkerInit.loader`). */
+  workerLoader?: string;
 }
 
 /**
@@ -134,6 +136,7 @@ export async function run(argv: readonly string[], io: CliIO, hooks: RunHooks = 
           ...(hooks.engine ? { engine: hooks.engine } : {}),
           ...(hooks.engineModule ? { engineModule: hooks.engineModule } : {}),
           ...(hooks.batchBytes ? { batchBytes: hooks.batchBytes } : {}),
+          ...(hooks.workerLoader ? { workerLoader: hooks.workerLoader } : {}),
         },
         io,
       );

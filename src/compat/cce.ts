@@ -6,16 +6,18 @@
  * may be numbers) and are synchronous like CCE's. Rules: `shared/golden/cce/README.md`.
  * @module
  */
-import { rangeError, setOwn, typeError } from '../validation.js';
+import { rangeError, typeError } from '../validation.js';
 import {
   analysisInput,
   analyzePacked,
+  decide,
   FUZZY_EXCLUDED,
-  inRecencyWindow,
+  recencyStartOf,
+  referenceTag,
+  rewrite,
+  SUMMARY_PREFIXES,
   unpack,
   utf16,
-  recencyStartOf,
-  SUMMARY_PREFIXES,
   type Annotation,
 } from '../stages/message-analysis.js';
 
@@ -90,6 +92,11 @@ export interface CceDedupeResult<M extends CceMessage = CceMessage> {
 const CCE_MIN_CHARS = 200;
 /** CCE's skipped prefixes as UTF-16 units, converted once. */
 const CCE_SKIP_PREFIXES = utf16(SUMMARY_PREFIXES);
+/** CCE's reference tags. */
+const CCE_TAG = referenceTag({
+  exact: '[cce:dup of {keepId} — {chars} chars]',
+  near: '[cce:near-dup of {keepId} — {chars} chars, ~{percent}% match]',
+});
 
 function toRoleSet(preserveRoles: unknown): ReadonlySet<unknown> {
   if (preserveRoles instanceof Set) return preserveRoles;
@@ -138,7 +145,7 @@ function runPacked(
   recencyStart: unknown,
   preserveRoles: unknown,
   passes: { exact: boolean; fuzzyThreshold?: number; excluded?: ReadonlyMap<number, unknown> },
-): Float64Array {
+): { packed: Float64Array; lengths: Uint32Array } {
   const messages = asList<CceMessage>(given);
   const input = analysisInput(messages, toRoleSet(preserveRoles), CCE_MIN_CHARS);
   // `blocked` is this call's own array: the fuzzy exclusions go into its second bit.
@@ -148,7 +155,7 @@ function runPacked(
       if (Number.isInteger(key) && key >= 0 && key < messages.length) flags[key] = (flags[key] as number) | FUZZY_EXCLUDED;
     }
   }
-  return analyzePacked(input.contents, input.lengths, flags, {
+  const packed = analyzePacked(input.contents, input.lengths, flags, {
     minChars: CCE_MIN_CHARS,
     skipPrefixes: CCE_SKIP_PREFIXES,
     keep: 'latest',
@@ -158,6 +165,7 @@ function runPacked(
     // Bug-compatible by contract: CCE's `a -dup-> c -near-dup-> d` chains stay.
     visibleTargets: false,
   });
+  return { packed, lengths: input.lengths };
 }
 
 function run(
@@ -165,8 +173,9 @@ function run(
   recencyStart: unknown,
   preserveRoles: unknown,
   passes: { exact: boolean; fuzzyThreshold?: number; excluded?: ReadonlyMap<number, unknown> },
-): { exact: Annotation[]; fuzzy: Annotation[] } {
-  return unpack(runPacked(given, recencyStart, preserveRoles, passes));
+): { exact: Annotation[]; fuzzy: Annotation[]; lengths: Uint32Array } {
+  const { packed, lengths } = runPacked(given, recencyStart, preserveRoles, passes);
+  return { ...unpack(packed), lengths };
 }
 
 /**
@@ -174,7 +183,7 @@ function run(
  * is annotated with `{ duplicateOfIndex, contentLength }`.
  */
 export function analyzeDuplicates(messages: readonly CceMessage[], recencyStart: number, preserveRoles: ReadonlySet<string>): Map<number, DedupAnnotation> {
-  const packed = runPacked(messages, recencyStart, preserveRoles, { exact: true });
+  const { packed } = runPacked(messages, recencyStart, preserveRoles, { exact: true });
   const map = new Map<number, DedupAnnotation>();
   const end = 2 + 3 * (packed[0] as number);
   for (let at = 2; at < end; at += 3) {
@@ -195,7 +204,7 @@ export function analyzeFuzzyDuplicates(
   threshold = 0.85,
 ): Map<number, DedupAnnotation> {
   const excluded = exactAnnotations instanceof Map ? exactAnnotations : undefined;
-  const packed = runPacked(messages, recencyStart, preserveRoles, {
+  const { packed } = runPacked(messages, recencyStart, preserveRoles, {
     exact: false,
     fuzzyThreshold: toThreshold(threshold, 'threshold'),
     ...(excluded ? { excluded } : {}),
@@ -247,38 +256,25 @@ export function dedupe<M extends CceMessage>(given: readonly M[], options: CceDe
   // CCE reads the switches for their truthiness and the threshold in a comparison: coerce the
   // same way, so the native call only ever sees a boolean and a number.
   const passes = fuzzyDedup ? { exact: Boolean(dedup), fuzzyThreshold: toThreshold(fuzzyThreshold, 'options.fuzzyThreshold') } : { exact: Boolean(dedup) };
-  const { exact, fuzzy } = dedup || fuzzyDedup ? run(messages, recencyStart, preserve, passes) : { exact: [], fuzzy: [] };
+  const found = dedup || fuzzyDedup ? run(messages, recencyStart, preserve, passes) : { exact: [], fuzzy: [], lengths: new Uint32Array(n) };
 
-  const out = messages.slice();
-  const verbatim: Record<string, M> = {};
-  const decisions: CceDecision[] = [];
-  const stats = { messages_deduped: 0, messages_fuzzy_deduped: 0, original_chars: 0, compressed_chars: 0 };
-  const annotated = [...exact.map((a) => ({ a, fuzzy: false })), ...fuzzy.map((a) => ({ a, fuzzy: true }))];
-  annotated.sort((x, y) => x.a.index - y.a.index);
-  for (const { a, fuzzy: isFuzzy } of annotated) {
-    if (inRecencyWindow(a.index, recencyWindow, recencyStart)) continue;
-    const original = messages[a.index] as M;
-    const keepId = String((messages[a.duplicateOfIndex] as CceMessage).id);
-    const tag = isFuzzy
-      ? `[cce:near-dup of ${keepId} — ${a.contentLength} chars, ~${Math.round((a.similarity ?? 0) * 100)}% match]`
-      : `[cce:dup of ${keepId} — ${a.contentLength} chars]`;
-    out[a.index] = {
-      ...original,
-      content: tag,
-      metadata: { ...(original.metadata ?? {}), _cce_original: provenance(original, sourceVersion) },
-    };
-    setOwn(verbatim, String(original.id), original);
-    if (isFuzzy) stats.messages_fuzzy_deduped++;
-    else stats.messages_deduped++;
-    decisions.push({
-      messageId: original.id,
-      messageIndex: a.index,
-      action: isFuzzy ? 'fuzzy_deduped' : 'deduped',
-      reason: isFuzzy ? 'fuzzy_duplicate' : 'exact_duplicate',
-      inputChars: a.contentLength,
-      outputChars: tag.length,
-    });
-  }
+  // CCE ids may be anything: tags and verbatim keys use their string form.
+  const plan = decide(found, (i) => String((messages[i] as CceMessage).id), found.lengths, { recencyWindow, recencyStart }, CCE_TAG);
+  const { messages: out, verbatim } = rewrite(
+    messages,
+    plan,
+    (original, r) => ({ ...original, content: r.tag, metadata: { ...(original.metadata ?? {}), _cce_original: provenance(original, sourceVersion) } }),
+    (original) => String(original.id),
+  );
+  const stats = { messages_deduped: plan.exact, messages_fuzzy_deduped: plan.near, original_chars: 0, compressed_chars: 0 };
+  const decisions: CceDecision[] = plan.replacements.map((r) => ({
+    messageId: (messages[r.index] as M).id,
+    messageIndex: r.index,
+    action: r.kind === 'near' ? 'fuzzy_deduped' : 'deduped',
+    reason: r.kind === 'near' ? 'fuzzy_duplicate' : 'exact_duplicate',
+    inputChars: r.contentLength,
+    outputChars: r.tag.length,
+  }));
   for (let i = 0; i < n; i++) {
     const before = (messages[i] as CceMessage | null | undefined)?.content;
     const after = (out[i] as CceMessage | null | undefined)?.content;

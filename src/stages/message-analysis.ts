@@ -1,9 +1,15 @@
 /**
- * The bridge between message arrays and the native message analysis, shared by the native
- * message API and the `ctxdedup/cce` compatibility layer.
+ * The one decision path of the message stage, shared by `dedupeMessages`, `ctxdedup/cce` and the
+ * CLI: which messages can be deduplicated (the eligibility rule, {@link analysisInput}), the
+ * native analysis (grouping and the keep rule live in core), the recency window
+ * ({@link inRecencyWindow}), the reference tag ({@link referenceTag}, filled by `compileTemplate` in template.ts), and
+ * the decisions and totals that follow ({@link decide}, {@link rewrite}). Callers only validate
+ * their options and shape the result.
  * @internal
  * @module
  */
+import { setOwn } from '../validation.js';
+import { compileTemplate } from './template.js';
 import { native, type NativeAnalysis, type NativeAnalyzeOptions } from '../native.js';
 
 /** One message found to duplicate another (exact or near). @internal */
@@ -131,6 +137,24 @@ export function analyzePacked(contents: string[], lengths: Uint32Array, flags: U
   return native.analyzeMessagesPacked(contents, lengths, flags, packedParams(options));
 }
 
+/**
+ * Batches up to this many UTF-16 units are analysed on the calling thread even by
+ * {@link analyze}: copying them for a worker costs more than the analysis itself
+ * (well under a millisecond at this size).
+ */
+export const ASYNC_MIN_UNITS = 1 << 18;
+
+/**
+ * The native analysis of a batch: inline up to {@link ASYNC_MIN_UNITS} code units, else on a
+ * libuv worker thread (contents are copied before the promise is returned). @internal
+ */
+export async function analyze(input: AnalysisInput, options: NativeAnalyzeOptions): Promise<{ exact: Annotation[]; fuzzy: Annotation[] }> {
+  const { contents, lengths, units, blocked } = input;
+  return units <= ASYNC_MIN_UNITS
+    ? unpack(analyzePacked(contents, lengths, blocked, options))
+    : annotations(await native.analyzeMessagesAsync(contents, lengths, blocked, new Uint8Array(0), options));
+}
+
 /** Splits a packed native result into annotation lists, exact first. @internal */
 export function unpack(packed: Float64Array): { exact: Annotation[]; fuzzy: Annotation[] } {
   const exactCount = packed[0] as number;
@@ -172,6 +196,135 @@ export function recencyStartOf(count: number, recencyWindow: number): number {
 /** Whether an annotated message sits in the protected recency window. @internal */
 export function inRecencyWindow(index: number, recencyWindow: number, recencyStart: number): boolean {
   return recencyWindow > 0 && index >= recencyStart;
+}
+
+/** How a whole message matched the one kept in full: the same content, or a near duplicate of it. */
+export type MatchKind = 'exact' | 'near';
+
+/** What a reference tag may say about the copy it stands for. */
+export interface ReferenceInfo {
+  kind: MatchKind;
+  /** Id of the replaced message. */
+  id: string;
+  /** Id of the message kept in full. */
+  keepId: string;
+  /** Length of the replaced content (UTF-16 code units). */
+  chars: number;
+  /** Near only: multiset line Jaccard against the kept message, in [0, 1]. */
+  similarity?: number;
+}
+
+/** The fields of a whole-message tag template. @internal */
+const TAG_FIELDS = ['id', 'keepId', 'chars', 'percent'] as const;
+
+/**
+ * The tag function of a pair of templates: `{id}`, `{keepId}`, `{chars}` and `{percent}` (the
+ * similarity in whole percent, 100 for exact) are filled in. @internal
+ */
+export function referenceTag(templates: Readonly<Record<MatchKind, string>>): (info: ReferenceInfo) => string {
+  const exact = compileTemplate(templates.exact, TAG_FIELDS);
+  const near = compileTemplate(templates.near, TAG_FIELDS);
+  return (info) =>
+    (info.kind === 'exact' ? exact : near)((field) =>
+      field === 'id'
+        ? info.id
+        : field === 'keepId'
+          ? info.keepId
+          : field === 'chars'
+            ? String(info.chars)
+            : String(info.similarity === undefined ? 100 : Math.round(info.similarity * 100)),
+    );
+}
+
+/** One message the plan replaces whole by a reference tag. @internal */
+export interface WholeReplacement {
+  index: number;
+  kind: MatchKind;
+  /** The message kept in full. */
+  duplicateOfIndex: number;
+  /** Near only. */
+  similarity?: number;
+  /** What the tag's `chars` says (exact: the kept message's length; near: its own). */
+  contentLength: number;
+  tag: string;
+  /** Length of the replaced content, and what the tag saves (may be negative). */
+  charsBefore: number;
+  charsSaved: number;
+}
+
+/** The whole-message decisions of one batch and their totals. @internal */
+export interface WholePlan {
+  /** In message order. */
+  replacements: WholeReplacement[];
+  exact: number;
+  near: number;
+  /** Annotated duplicates left in full because they sit in the recency window. */
+  keptInWindow: number;
+  charsSaved: number;
+}
+
+/**
+ * Turns the native annotations into decisions: annotations in the recency window are counted
+ * and left alone, every other one gets its tag (exact ones first, then near ones: the order a
+ * caller's tag function sees). `id(i)` is the id of message `i`; `lengths[i]` its content length.
+ * @internal
+ */
+export function decide(
+  found: { exact: readonly Annotation[]; fuzzy: readonly Annotation[] },
+  id: (index: number) => string,
+  lengths: Uint32Array,
+  window: { recencyWindow: number; recencyStart: number },
+  tag: (info: ReferenceInfo) => string,
+): WholePlan {
+  const plan: WholePlan = { replacements: [], exact: 0, near: 0, keptInWindow: 0, charsSaved: 0 };
+  const add = (a: Annotation, kind: MatchKind): void => {
+    if (inRecencyWindow(a.index, window.recencyWindow, window.recencyStart)) {
+      plan.keptInWindow++;
+      return;
+    }
+    const info: ReferenceInfo = { kind, id: id(a.index), keepId: id(a.duplicateOfIndex), chars: a.contentLength };
+    if (a.similarity !== undefined) info.similarity = a.similarity;
+    const text = tag(info);
+    const charsBefore = lengths[a.index] as number;
+    const r: WholeReplacement = {
+      index: a.index,
+      kind,
+      duplicateOfIndex: a.duplicateOfIndex,
+      contentLength: a.contentLength,
+      tag: text,
+      charsBefore,
+      charsSaved: charsBefore - text.length,
+    };
+    if (a.similarity !== undefined) r.similarity = a.similarity;
+    plan.replacements.push(r);
+    plan.charsSaved += r.charsSaved;
+    if (kind === 'exact') plan.exact++;
+    else plan.near++;
+  };
+  for (const a of found.exact) add(a, 'exact');
+  for (const a of found.fuzzy) add(a, 'near');
+  plan.replacements.sort((a, b) => a.index - b.index);
+  return plan;
+}
+
+/**
+ * The messages with the plan's replacements applied (`replace` builds a replaced message from
+ * its original), and the originals by `key` (the verbatim map). @internal
+ */
+export function rewrite<M>(
+  messages: readonly M[],
+  plan: WholePlan,
+  replace: (original: M, r: WholeReplacement) => M,
+  key: (original: M) => string,
+): { messages: M[]; verbatim: Record<string, M> } {
+  const out = messages.slice();
+  const verbatim: Record<string, M> = {};
+  for (const r of plan.replacements) {
+    const original = messages[r.index] as M;
+    out[r.index] = replace(original, r);
+    setOwn(verbatim, key(original), original);
+  }
+  return { messages: out, verbatim };
 }
 
 export type { NativeAnalyzeOptions };

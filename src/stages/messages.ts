@@ -22,7 +22,6 @@ import {
   optionalBoolean,
   optionalNumber,
   optionalStrings,
-  setOwn,
   show,
   typeError,
 } from '../validation.js';
@@ -31,17 +30,25 @@ import { deprecatedAlias } from '../deprecated.js';
 import { applyBlocks, type BlockDecision, type BlockOptions, type BlocksMarker, type ResolvedBlockOptions, resolveBlockOptions } from './blocks.js';
 import {
   analysisInput,
+  analyze,
   analyzePacked,
-  annotations,
+  ASYNC_MIN_UNITS,
+  decide,
+  recencyStartOf,
+  referenceTag,
+  rewrite,
+  SUMMARY_PREFIXES,
   unpack,
   utf16,
-  inRecencyWindow,
-  recencyStartOf,
-  SUMMARY_PREFIXES,
   type Annotation,
   type AnalysisInput,
+  type MatchKind,
   type NativeAnalyzeOptions,
+  type ReferenceInfo,
 } from './message-analysis.js';
+
+export { ASYNC_MIN_UNITS };
+export type { MatchKind, ReferenceInfo };
 
 /** A conversation message. Only `id`, `role`, `content` and `tool_calls` are read. */
 export interface Message {
@@ -54,22 +61,6 @@ export interface Message {
   tool_calls?: unknown;
   metadata?: Record<string, unknown>;
   [field: string]: unknown;
-}
-
-/** How a whole message matched the one kept in full: the same content, or a near duplicate of it. */
-export type MatchKind = 'exact' | 'near';
-
-/** What a reference tag may say about the copy it stands for. */
-export interface ReferenceInfo {
-  kind: MatchKind;
-  /** Id of the replaced message. */
-  id: string;
-  /** Id of the message kept in full. */
-  keepId: string;
-  /** Length of the replaced content (UTF-16 code units). */
-  chars: number;
-  /** Near only: multiset line Jaccard against the kept message, in [0, 1]. */
-  similarity?: number;
 }
 
 /** Reference tag templates: `{id}`, `{keepId}`, `{chars}` and `{percent}` are filled in. */
@@ -204,13 +195,6 @@ interface Plan {
 
 const CHARS_PER_TOKEN = 4;
 
-function fill(template: string, info: ReferenceInfo): string {
-  const percent = info.similarity === undefined ? 100 : Math.round(info.similarity * 100);
-  return template.replace(/\{(id|keepId|chars|percent)\}/g, (_, key: string) =>
-    key === 'id' ? info.id : key === 'keepId' ? info.keepId : key === 'chars' ? String(info.chars) : String(percent),
-  );
-}
-
 function referenceOf(option: unknown): (info: ReferenceInfo) => string {
   if (typeof option === 'function') {
     return (info) => {
@@ -231,7 +215,7 @@ function referenceOf(option: unknown): (info: ReferenceInfo) => string {
     exact: read('exact') ?? DEFAULT_TEMPLATES.exact,
     near: aliased(read('near'), 'options.reference.near', read('fuzzy'), 'options.reference.fuzzy') ?? DEFAULT_TEMPLATES.near,
   };
-  return (info) => fill(templates[info.kind], info);
+  return referenceTag(templates);
 }
 
 function plan(messages: unknown, options: DedupeMessagesOptions | undefined): Plan {
@@ -279,59 +263,48 @@ function plan(messages: unknown, options: DedupeMessagesOptions | undefined): Pl
   };
 }
 
-function apply<M extends Message>(p: Plan, { exact, fuzzy }: { exact: Annotation[]; fuzzy: Annotation[] }): DedupeMessagesResult<M> {
-  const out = p.messages.slice() as M[];
-  const verbatim: Record<string, M> = {};
-  const decisions: MessageDecision[] = [];
-  let keptInWindow = 0;
-  const replace = (a: Annotation, kind: MatchKind): void => {
-    if (inRecencyWindow(a.index, p.recencyWindow, p.recencyStart)) {
-      keptInWindow++;
-      return;
-    }
-    const original = p.messages[a.index] as M;
-    const keepId = (p.messages[a.duplicateOfIndex] as Message).id;
-    const info: ReferenceInfo = { kind, id: original.id, keepId, chars: a.contentLength };
-    if (a.similarity !== undefined) info.similarity = a.similarity;
-    const tag = p.reference(info);
-    const marker: WholeMessageMarker = { kind, duplicateOf: keepId };
-    if (a.similarity !== undefined) marker.similarity = a.similarity;
-    if (p.blocks !== undefined && original.metadata === undefined) marker.metadataAbsent = true;
-    out[a.index] = { ...original, content: tag, metadata: { ...(original.metadata ?? {}), ctxdedup: marker } };
-    setOwn(verbatim, original.id, original);
-    const charsBefore = (p.input.contents[a.index] as string).length;
+function apply<M extends Message>(p: Plan, found: { exact: Annotation[]; fuzzy: Annotation[] }): DedupeMessagesResult<M> {
+  const messages = p.messages as M[];
+  const plan = decide(found, (i) => (messages[i] as Message).id, p.input.lengths, p, p.reference);
+  const { messages: out, verbatim } = rewrite(
+    messages,
+    plan,
+    (original, r) => {
+      const marker: WholeMessageMarker = { kind: r.kind, duplicateOf: (messages[r.duplicateOfIndex] as Message).id };
+      if (r.similarity !== undefined) marker.similarity = r.similarity;
+      if (p.blocks !== undefined && original.metadata === undefined) marker.metadataAbsent = true;
+      return { ...original, content: r.tag, metadata: { ...(original.metadata ?? {}), ctxdedup: marker } };
+    },
+    (original) => original.id,
+  );
+  const decisions: MessageDecision[] = plan.replacements.map((r) => {
     const decision: WholeMessageDecision = {
-      index: a.index,
-      id: original.id,
-      kind,
-      duplicateOfIndex: a.duplicateOfIndex,
-      duplicateOfId: keepId,
-      charsBefore,
-      charsAfter: tag.length,
-      charsSaved: charsBefore - tag.length,
+      index: r.index,
+      id: (messages[r.index] as Message).id,
+      kind: r.kind,
+      duplicateOfIndex: r.duplicateOfIndex,
+      duplicateOfId: (messages[r.duplicateOfIndex] as Message).id,
+      charsBefore: r.charsBefore,
+      charsAfter: r.tag.length,
+      charsSaved: r.charsSaved,
     };
-    if (a.similarity !== undefined) decision.similarity = a.similarity;
-    decisions.push(decision);
-  };
-  for (const a of exact) replace(a, 'exact');
-  for (const a of fuzzy) replace(a, 'near');
-  decisions.sort((a, b) => a.index - b.index);
-
-  const charsBefore = p.input.contents.reduce((sum, c) => sum + c.length, 0);
-  const charsSaved = decisions.reduce((sum, d) => sum + d.charsSaved, 0);
+    if (r.similarity !== undefined) decision.similarity = r.similarity;
+    return decision;
+  });
+  const charsBefore = p.input.units;
   return {
     messages: out,
     verbatim,
     decisions,
     stats: {
-      messages: p.messages.length,
-      exactDuplicates: decisions.filter((d) => d.kind === 'exact').length,
-      nearDuplicates: decisions.filter((d) => d.kind === 'near').length,
-      keptInWindow,
+      messages: messages.length,
+      exactDuplicates: plan.exact,
+      nearDuplicates: plan.near,
+      keptInWindow: plan.keptInWindow,
       charsBefore,
-      charsAfter: charsBefore - charsSaved,
-      charsSaved,
-      tokensSaved: Math.round(charsSaved / CHARS_PER_TOKEN),
+      charsAfter: charsBefore - plan.charsSaved,
+      charsSaved: plan.charsSaved,
+      tokensSaved: Math.round(plan.charsSaved / CHARS_PER_TOKEN),
       blockReferences: 0,
       blockLines: 0,
       blockCharsSaved: 0,
@@ -393,25 +366,14 @@ export function dedupeMessages<M extends Message>(messages: readonly M[], option
 }
 
 /**
- * Batches up to this many UTF-16 units are analysed on the calling thread even by
- * {@link dedupeMessagesAsync}: copying them for a worker costs more than the analysis itself
- * (well under a millisecond at this size).
- */
-export const ASYNC_MIN_UNITS = 1 << 18;
-
-/**
  * {@link dedupeMessages} with the analysis on a worker thread, so the event loop stays free.
  * Contents are copied before the promise is returned; later changes to the input do not matter.
  * Small batches (up to {@link ASYNC_MIN_UNITS} code units) are analysed inline.
  */
 export async function dedupeMessagesAsync<M extends Message>(messages: readonly M[], options?: DedupeMessagesOptions): Promise<DedupeMessagesResult<M>> {
   const p = plan(messages, options);
-  const { contents, lengths, units, blocked } = p.input;
-  const result =
-    units <= ASYNC_MIN_UNITS
-      ? unpack(analyzePacked(contents, lengths, blocked, p.native))
-      : annotations(await native.analyzeMessagesAsync(contents, lengths, blocked, new Uint8Array(0), p.native));
-  const whole = apply<M>(p, result);
+  const { contents, units } = p.input;
+  const whole = apply<M>(p, await analyze(p.input, p.native));
   if (p.blocks === undefined) return whole;
   const ids = p.messages.map((m) => m.id);
   const input = blockInput(p, whole.decisions);

@@ -24,6 +24,7 @@
 import { describe, expectArray, expectObject, expectOptions, optionalBoolean, optionalNumber, rangeError, show, typeError } from '../validation.js';
 import { native } from '../native.js';
 import { deprecatedAlias } from '../deprecated.js';
+import { compileTemplate } from './template.js';
 import { resolveTokenCounter, type TokenCounter, type TokenCounterOption } from '../tokens.js';
 
 /** Resource content delivered to the model. */
@@ -301,30 +302,34 @@ export function describeLocation(location: DeliveryLocation): string {
   return `tool call \`${callId}\` in turn ${turn}`;
 }
 
-function fillTemplate(template: string, info: ResourceReferenceInfo): string {
-  return template.replace(/\{(uri|checksum|sha256|location|turn|bytes|mimeType)\}/g, (_, key: string) => {
-    switch (key) {
-      case 'uri':
-        return info.uri;
-      case 'checksum':
-        return info.checksum;
-      case 'sha256':
-        return info.sha256;
-      case 'location':
-        return info.location;
-      case 'turn':
-        return String(info.original.turn);
-      case 'bytes':
-        return String(info.bytes);
-      default:
-        return info.mimeType ?? '';
-    }
-  });
+const RESOURCE_FIELDS = ['uri', 'checksum', 'sha256', 'location', 'turn', 'bytes', 'mimeType'] as const;
+
+function resourceTag(template: string): (info: ResourceReferenceInfo) => string {
+  const fill = compileTemplate(template, RESOURCE_FIELDS);
+  return (info) =>
+    fill((key) => {
+      switch (key) {
+        case 'uri':
+          return info.uri;
+        case 'checksum':
+          return info.checksum;
+        case 'sha256':
+          return info.sha256;
+        case 'location':
+          return info.location;
+        case 'turn':
+          return String(info.original.turn);
+        case 'bytes':
+          return String(info.bytes);
+        default:
+          return info.mimeType ?? '';
+      }
+    });
 }
 
 function referenceOf(option: unknown): (info: ResourceReferenceInfo) => string {
-  if (option === undefined) return (info) => fillTemplate(DEFAULT_RESOURCE_TEMPLATE, info);
-  if (typeof option === 'string') return (info) => fillTemplate(option, info);
+  if (option === undefined) return resourceTag(DEFAULT_RESOURCE_TEMPLATE);
+  if (typeof option === 'string') return resourceTag(option);
   if (typeof option === 'function') {
     return (info) => {
       const text: unknown = option(info);

@@ -21,8 +21,12 @@ class Capture extends Writable {
   }
 }
 
+/** What lets the CLI's worker threads load its TypeScript sources. */
+const WORKER_LOADER = new URL('./worker-loader.mjs', import.meta.url).href;
+
 /** Runs `ctxdedup <args>` in this process; `stdin` feeds `-`. */
-export async function cli(args: string[], stdin: string | Buffer = '', hooks: RunHooks = {}): Promise<Ran> {
+export async function cli(args: string[], stdin: string | Buffer = '', given: RunHooks = {}): Promise<Ran> {
+  const hooks: RunHooks = { workerLoader: WORKER_LOADER, ...given };
   const stdout = new Capture();
   const stderr = new Capture();
   const input = Readable.from([typeof stdin === 'string' ? Buffer.from(stdin) : stdin]).pipe(new PassThrough());

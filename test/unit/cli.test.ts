@@ -183,6 +183,19 @@ describe('cross-session', () => {
     expect(lb?.messages[0]?.content).toBe(`[ctxdedup: duplicate of a#a1 — ${out.length} chars]`);
     expect(lb?.messages[1]?.content).toMatch(TAG);
   });
+
+  it('names the earlier copy verbatim, even when its session name looks like a replacement pattern', async () => {
+    const out = 'tool output line\n'.repeat(30);
+    // `$&`, `$'` and `$1` mean something to String.prototype.replace: the tag must not care.
+    const a = { session: "s$&-$'-$1", messages: [{ id: 'a1', index: 0, role: 'tool', content: out }] };
+    const b = { session: 'b', messages: [{ id: 'b1', index: 0, role: 'tool', content: out }] };
+    const file = join(tmp.dir, 'cross-dollar.jsonl');
+    writeFileSync(file, `${JSON.stringify(a)}\n${JSON.stringify(b)}\n`);
+    const r = await cli(['dedupe', file, '--cross-session', '--keep', 'earliest']);
+    expect(r.code, r.stderr).toBe(0);
+    const lb = JSON.parse(r.stdout.trim().split('\n')[1] as string) as typeof b;
+    expect(lb.messages[0]?.content).toBe(`[ctxdedup: duplicate of s$&-$'-$1#a1 — ${out.length} chars]`);
+  });
 });
 
 describe('errors and exit codes', () => {
