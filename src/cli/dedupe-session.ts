@@ -12,12 +12,15 @@ import {
   dedupeMessages,
   dedupeMessagesAsync,
   type DedupeMessagesOptions,
+  type DedupeMessagesResult,
   type Message,
   type MessageDedupStats,
 } from '../stages/messages.js';
+import { isMainThread } from 'node:worker_threads';
+import type { TokenEncoding } from '../tokens.js';
 import type { FormatName, PathStep } from './formats.js';
-import type { Handled, JobScope, Session, SessionHandler } from './jobs.js';
-import { describeReplacement, KeyCache, type Replaced } from './report.js';
+import type { Handled, Session, SessionHandler } from './jobs.js';
+import { type Replaced, ReplacementMeter } from './report.js';
 import type { StringEdit } from './splice.js';
 
 /**
@@ -45,6 +48,8 @@ export interface DedupeSettings {
   blocks: boolean;
   /** Collect the originals for the verbatim file. */
   verbatim: boolean;
+  /** Encoding the report counts tokens with (counted where the session is deduplicated). */
+  tokenizer: TokenEncoding;
 }
 
 /** A tool output that cross-session dedup may replace (the main thread decides, in input order). */
@@ -75,7 +80,7 @@ export interface DedupeOutcome {
   /** Contents replaced by this session's own dedup. */
   replaced: number;
   charsSaved: number;
-  /** One per replaced content, in edit order (tokens are counted on the main thread). */
+  /** One per replaced content, in edit order, measured. */
   replacements: Replaced[];
   /** The verbatim file's edit entries of this session, JSON, comma-separated (with `verbatim`). */
   verbatim?: string;
@@ -88,13 +93,8 @@ export function stageOptions(s: DedupeSettings): DedupeMessagesOptions {
   return { keep: s.keep, near: s.fuzzy, threshold: s.threshold, minChars: s.minChars, recencyWindow: s.recencyWindow, preserve: s.preserve, blocks: s.blocks };
 }
 
-/**
- * The message stage through its public API (`dedupeMessagesAsync`): what the CLI runs with
- * blocks, and the reference its lean path is tested against.
- */
-export const stageEngine: DedupeEngine = async (messages, options) => {
-  const r = await dedupeMessagesAsync(messages, options);
-  // Block decisions come one per run: a message is one rewrite (its new content), saving their sum.
+/** A stage result as the CLI reads it: block decisions come one per run, a message is one rewrite. */
+function rewrites(r: DedupeMessagesResult): SessionDecisions {
   const rewritten: SessionDecisions['rewritten'] = [];
   for (const d of r.decisions) {
     const last = rewritten[rewritten.length - 1];
@@ -102,7 +102,16 @@ export const stageEngine: DedupeEngine = async (messages, options) => {
     else rewritten.push({ index: d.index, content: r.messages[d.index]?.content as string, charsSaved: d.charsSaved });
   }
   return { rewritten, stats: r.stats };
-};
+}
+
+/**
+ * The message stage through its public API (`dedupeMessagesAsync`): what the CLI runs with
+ * blocks, and the reference its lean path is tested against.
+ */
+export const stageEngine: DedupeEngine = async (messages, options) => rewrites(await dedupeMessagesAsync(messages, options));
+
+/** {@link stageEngine} on the calling thread: a worker thread has nothing else to do meanwhile. */
+const stageEngineInline: DedupeEngine = async (messages, options) => rewrites(dedupeMessages(messages, options));
 
 /**
  * The default engine: the stage's own decision path (src/stages/message-analysis.ts: eligibility,
@@ -113,14 +122,17 @@ export const stageEngine: DedupeEngine = async (messages, options) => {
  * result equals {@link stageEngine}'s.
  */
 export function defaultEngine(settings: DedupeSettings): DedupeEngine {
-  if (settings.blocks) return stageEngine;
+  // On the main thread (`--jobs 1`) large sessions are analysed on a libuv thread so reading and
+  // writing go on; a worker thread has nothing else to do and skips the copy that needs.
+  const inline = !isMainThread;
+  if (settings.blocks) return inline ? stageEngineInline : stageEngine;
   const preserve = new Set<unknown>(settings.preserve);
   const skipPrefixes = utf16(SUMMARY_PREFIXES);
   const tag = referenceTag(DEFAULT_TEMPLATES);
   return async (messages) => {
     const input = analysisInput(messages, preserve, settings.minChars);
     const window = { recencyWindow: settings.recencyWindow, recencyStart: recencyStartOf(messages.length, settings.recencyWindow) };
-    const found = await analyze(input, {
+    const found = await analyze(input, inline, {
       minChars: settings.minChars,
       skipPrefixes,
       keep: settings.keep,
@@ -156,11 +168,11 @@ export async function loadEngine(settings: DedupeSettings, moduleUrl: string | u
 export function dedupeHandler(settings: DedupeSettings, engine: DedupeEngine): SessionHandler<DedupeOutcome> {
   const options = stageOptions(settings);
   const preserved = new Set(settings.preserve);
-  const keys = new KeyCache();
+  // The report's measurements happen here, next to the texts: only numbers leave the session.
+  const meter = new ReplacementMeter(settings.tokenizer);
 
   return {
-    async handle(session: Session, job: JobScope): Promise<Handled<DedupeOutcome>> {
-      const memo = (job.memo['replaced'] ??= new Map<string, true>()) as Map<string, true>;
+    async handle(session: Session): Promise<Handled<DedupeOutcome>> {
       const { units } = session;
       const result = await engine(
         units.map((u) => u.message),
@@ -178,7 +190,7 @@ export function dedupeHandler(settings: DedupeSettings, engine: DedupeEngine): S
         replacedIdx.add(d.index);
         edits.push({ path: unit.path, value: d.content });
         charsSaved += d.charsSaved;
-        replacements.push(describeReplacement(before, d.content, memo, keys));
+        replacements.push(meter.measure(before, d.content));
         if (settings.verbatim) verbatim.push(JSON.stringify({ path: unit.path, original: before, tag: d.content }));
       }
       let charsBefore = 0;
@@ -210,7 +222,7 @@ export function dedupeHandler(settings: DedupeSettings, engine: DedupeEngine): S
           if (replacedIdx.has(i) || m.role !== 'tool' || m.tool_calls !== undefined) return;
           if (content.length < settings.minChars || content.length === 0) return;
           cross.push({
-            key: keys.key(content),
+            key: meter.key(content),
             where: `${session.name}#${m.id}`,
             chars: content.length,
             inWindow: inRecencyWindow(i, settings.recencyWindow, recencyStart),

@@ -190,6 +190,7 @@ export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise
     crossSession: o.crossSession,
     blocks: o.blocks,
     verbatim: o.verbatim !== undefined,
+    tokenizer: o.tokenizer,
   };
   try {
     validateSettings(settings);

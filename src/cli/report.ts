@@ -78,7 +78,6 @@ const OFFENDER_CAP = 20_000;
 const SESSION_CAP = 100;
 const ERROR_CAP = 100;
 const TOKEN_CACHE_CAP = 50_000;
-const TAG_CACHE_CAP = 10_000;
 const PREVIEW_CHARS = 100;
 
 /** A content key that never merges distinct strings: SHA-256 of UTF-8, or of UTF-16 for lone surrogates. */
@@ -107,40 +106,20 @@ export function preview(text: string, max = PREVIEW_CHARS): string {
 }
 
 /**
- * One replaced content as the session that replaced it describes it (possibly on a worker
- * thread). The text travels only the first time its key shows up in a job (see
- * {@link describeReplacement}); the main thread counts tokens once per key and caches them.
+ * One replaced content, measured where the session was deduplicated (possibly on a worker
+ * thread): only these numbers and a short preview travel to the main thread, never the texts.
  */
 export interface Replaced {
   /** {@link contentKey} of the original: its SHA-256, or `u16:…` for a text with lone surrogates. */
   key: string;
   /** Length of the original (UTF-16 code units). */
   chars: number;
-  /** The reference tag that replaced it. */
-  tag: string;
-  /** The original; omitted when an earlier content of the same job had this key. */
-  text?: string;
-}
-
-/** Keys whose text a job already carried, most recent last; a bound keeps the main thread's cache ahead of it. */
-const JOB_TEXT_MEMO = 10_000;
-
-/**
- * Describes `original` replaced by `tag`. `memo` is the job's record of keys whose text it has
- * carried: later copies in the same job leave the text out (the main thread reads the job in
- * order, so it has just counted it). The memo forgets beyond {@link JOB_TEXT_MEMO} keys, far
- * fewer than the main thread's token cache holds, so a key without text is always cached there.
- */
-export function describeReplacement(original: string, tag: string, memo: Map<string, true>, keys?: KeyCache): Replaced {
-  const key = keys === undefined ? contentKey(original).key : keys.key(original);
-  const rep: Replaced = { key, chars: original.length, tag };
-  if (memo.has(key)) memo.delete(key);
-  else {
-    rep.text = original;
-    if (memo.size >= JOB_TEXT_MEMO) memo.delete(memo.keys().next().value as string);
-  }
-  memo.set(key, true);
-  return rep;
+  /** Tokens of the original. */
+  tokens: number;
+  /** Tokens saved: the original's tokens minus its replacement's, at least 0. */
+  saved: number;
+  /** {@link preview} of the original. */
+  preview: string;
 }
 
 /**
@@ -190,23 +169,16 @@ export class KeyCache {
   }
 }
 
-/** Tokens and preview of a replaced content. */
-export interface Measured {
-  tokens: number;
-  /** Tokens saved: the content's tokens minus the tag's, at least 0. */
-  saved: number;
-  preview: string;
-}
-
 /**
- * Counts tokens of replaced contents (real BPE, loaded on first use, so a run that replaces
- * nothing never pays for the vocabulary). Counts and previews are cached by content key (LRU),
- * tags by their text: the same contents and tags recur across sessions.
+ * Measures replaced contents: tokens (real BPE, loaded on first use, so a run that replaces
+ * nothing never pays for the vocabulary) and previews. Counts (of originals and of their
+ * replacements: tags, or with blocks rewritten messages) and previews are cached by content key,
+ * least recently used out: the same contents recur across sessions.
  */
 export class ReplacementMeter {
   private count: TokenCounter | undefined;
-  private readonly cache = new Map<string, { tokens: number; preview: string }>();
-  private readonly tagCache = new Map<string, number>();
+  private readonly cache = new Map<string, { tokens: number; preview?: string }>();
+  private readonly keys = new KeyCache();
 
   /** @param counter - a token counter, or the encoding to load when the first content is measured */
   constructor(private readonly counter: TokenCounter | TokenEncoding) {}
@@ -216,29 +188,31 @@ export class ReplacementMeter {
     return this.count;
   }
 
-  private tagTokens(tag: string): number {
-    let n = this.tagCache.get(tag);
-    if (n === undefined) {
-      n = this.counterFn()(tag);
-      if (this.tagCache.size >= TAG_CACHE_CAP) this.tagCache.clear();
-      this.tagCache.set(tag, n);
-    }
-    return n;
+  /** The {@link contentKey} of `text` (cached). */
+  key(text: string): string {
+    return this.keys.key(text);
   }
 
-  /** Measures one replacement (call in input order: a key without text must have been seen). */
-  measure(rep: Replaced): Measured {
-    let hit = this.cache.get(rep.key);
+  /** The cache entry of `text` (tokens counted on a miss), most recently used now. */
+  private entry(text: string, key: string): { tokens: number; preview?: string } {
+    let hit = this.cache.get(key);
     if (hit === undefined) {
-      if (rep.text === undefined) throw new Error(`ctxdedup: no text for replaced content ${rep.key}`);
-      hit = { tokens: this.counterFn()(rep.text), preview: preview(rep.text) };
+      hit = { tokens: this.counterFn()(text) };
       if (this.cache.size >= TOKEN_CACHE_CAP) this.cache.delete(this.cache.keys().next().value as string);
     } else {
-      // Refresh recency (LRU).
-      this.cache.delete(rep.key);
+      this.cache.delete(key);
     }
-    this.cache.set(rep.key, hit);
-    return { tokens: hit.tokens, preview: hit.preview, saved: Math.max(0, hit.tokens - this.tagTokens(rep.tag)) };
+    this.cache.set(key, hit);
+    return hit;
+  }
+
+  /** Measures `original` replaced by `replacement`. */
+  measure(original: string, replacement: string): Replaced {
+    const key = this.keys.key(original);
+    const hit = this.entry(original, key);
+    hit.preview ??= preview(original);
+    const after = this.entry(replacement, this.keys.key(replacement)).tokens;
+    return { key, chars: original.length, tokens: hit.tokens, preview: hit.preview, saved: Math.max(0, hit.tokens - after) };
   }
 }
 
@@ -311,22 +285,21 @@ export class ReportBuilder {
 
   /** Records one replaced content; returns the tokens it saved. */
   replaced(original: string, tag: string): number {
-    return this.record(describeReplacement(original, tag, new Map()));
+    return this.record(this.meter.measure(original, tag));
   }
 
-  /** Records one replaced content described elsewhere (call in input order); returns the tokens it saved. */
+  /** Records one replaced content measured elsewhere (call in input order); returns the tokens it saved. */
   record(rep: Replaced): number {
-    const m = this.meter.measure(rep);
     let entry = this.offenders.get(rep.key);
     if (entry === undefined) {
-      entry = { preview: m.preview, copies: 0, chars: rep.chars, tokens: m.tokens, tokensWasted: 0 };
+      entry = { preview: rep.preview, copies: 0, chars: rep.chars, tokens: rep.tokens, tokensWasted: 0 };
       if (!rep.key.startsWith('u16:')) entry.sha256 = rep.key;
       this.offenders.set(rep.key, entry);
       if (this.offenders.size > OFFENDER_CAP) this.pruneOffenders(OFFENDER_CAP / 2);
     }
     entry.copies++;
-    entry.tokensWasted += m.saved;
-    return m.saved;
+    entry.tokensWasted += rep.saved;
+    return rep.saved;
   }
 
   private pruneOffenders(keep: number): void {

@@ -145,12 +145,12 @@ export function analyzePacked(contents: string[], lengths: Uint32Array, flags: U
 export const ASYNC_MIN_UNITS = 1 << 18;
 
 /**
- * The native analysis of a batch: inline up to {@link ASYNC_MIN_UNITS} code units, else on a
- * libuv worker thread (contents are copied before the promise is returned). @internal
+ * The native analysis of a batch: inline if `inline` or up to {@link ASYNC_MIN_UNITS} code units,
+ * else on a libuv worker thread (contents are copied before the promise is returned). @internal
  */
-export async function analyze(input: AnalysisInput, options: NativeAnalyzeOptions): Promise<{ exact: Annotation[]; fuzzy: Annotation[] }> {
+export async function analyze(input: AnalysisInput, inline: boolean, options: NativeAnalyzeOptions): Promise<{ exact: Annotation[]; fuzzy: Annotation[] }> {
   const { contents, lengths, units, blocked } = input;
-  return units <= ASYNC_MIN_UNITS
+  return inline || units <= ASYNC_MIN_UNITS
     ? unpack(analyzePacked(contents, lengths, blocked, options))
     : annotations(await native.analyzeMessagesAsync(contents, lengths, blocked, new Uint8Array(0), options));
 }

@@ -373,7 +373,7 @@ export function dedupeMessages<M extends Message>(messages: readonly M[], option
 export async function dedupeMessagesAsync<M extends Message>(messages: readonly M[], options?: DedupeMessagesOptions): Promise<DedupeMessagesResult<M>> {
   const p = plan(messages, options);
   const { contents, units } = p.input;
-  const whole = apply<M>(p, await analyze(p.input, p.native));
+  const whole = apply<M>(p, await analyze(p.input, false, p.native));
   if (p.blocks === undefined) return whole;
   const ids = p.messages.map((m) => m.id);
   const input = blockInput(p, whole.decisions);
