@@ -135,14 +135,17 @@ async function executorFor(o: DedupeCommandOptions, settings: DedupeSettings, fi
   const local = async (): Promise<Executor<DedupeOutcome>> => inProcess(dedupeHandler(settings, o.engine ?? (await loadEngine(settings, o.engineModule))));
   if (o.engine !== undefined) return local();
   const init = { settings, engineModule: o.engineModule, loader: o.workerLoader };
-  if (o.jobs !== undefined) return o.jobs === 1 ? local() : new WorkerPool(o.jobs, init);
+  // The main thread takes the jobs that come before the first worker is ready.
+  const pool = async (size: number): Promise<Executor<DedupeOutcome>> => new WorkerPool(size, init, await local());
+  if (o.jobs !== undefined) return o.jobs === 1 ? local() : pool(o.jobs);
   const cpus = defaultJobs();
   if (cpus === 1) return local();
   // Gzip inputs count at a typical compression ratio; stdin's size is unknown.
   const known = files.reduce((sum, f) => sum + (f.gzip ? 4 * f.size : f.size), 0);
-  if (known >= WORKER_THRESHOLD_BYTES) return new WorkerPool(cpus, init);
+  if (known >= WORKER_THRESHOLD_BYTES) return pool(cpus);
   if (!files.some((f) => f.path === '-')) return local();
-  return new HybridExecutor(await local(), () => new WorkerPool(cpus, init), WORKER_THRESHOLD_BYTES);
+  const main = await local();
+  return new HybridExecutor(main, () => new WorkerPool(cpus, init, main), WORKER_THRESHOLD_BYTES);
 }
 
 /** Joins a session's verbatim entry the way `JSON.stringify` would write the object. */
@@ -270,7 +273,7 @@ export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise
         onError: o.onError,
         stdin: io.stdin,
         executor,
-        inFlight: Math.max(o.concurrency, 2 * (o.jobs ?? defaultJobs())),
+        inFlight: Math.max(o.concurrency, 4 * (o.jobs ?? defaultJobs())),
         ...(o.batchBytes === undefined ? {} : { batchBytes: o.batchBytes }),
         session,
         skipped: async (e: DataError, file: InputFile) => {

@@ -12,6 +12,7 @@ const port = parentPort;
 if (port === null) throw new Error('ctxdedup: worker.js must run as a worker thread');
 const init = workerData as WorkerInit;
 const handler = dedupeHandler(init.settings, await loadEngine(init.settings, init.engineModule));
+port.postMessage({ ready: true } satisfies WorkerReply);
 
 // Jobs run strictly one after another: a worker is one core's worth of work, and the main
 // thread bounds how many jobs wait here.
