@@ -216,11 +216,16 @@ export function dedupeHandler(settings: DedupeSettings, engine: DedupeEngine): S
       if (settings.crossSession && !preserved.has('tool')) {
         const cross: CrossCandidate[] = [];
         const recencyStart = recencyStartOf(units.length, settings.recencyWindow);
+        // The stage's eligibility rule (length, role, tool calls), for tool outputs only.
+        const { blocked } = analysisInput(
+          units.map((u) => u.message),
+          preserved,
+          settings.minChars,
+        );
         units.forEach((unit, i) => {
           const m = unit.message;
           const content = m.content as string;
-          if (replacedIdx.has(i) || m.role !== 'tool' || m.tool_calls !== undefined) return;
-          if (content.length < settings.minChars || content.length === 0) return;
+          if (replacedIdx.has(i) || blocked[i] === 1 || m.role !== 'tool' || content.length === 0) return;
           cross.push({
             key: meter.key(content),
             where: `${session.name}#${m.id}`,

@@ -169,15 +169,20 @@ export class KeyCache {
   }
 }
 
+/** UTF-16 code units of replacement texts whose token counts are kept (64 MB). */
+const REPLACEMENT_CACHE_UNITS = 1 << 25;
+
 /**
  * Measures replaced contents: tokens (real BPE, loaded on first use, so a run that replaces
- * nothing never pays for the vocabulary) and previews. Counts (of originals and of their
- * replacements: tags, or with blocks rewritten messages) and previews are cached by content key,
- * least recently used out: the same contents recur across sessions.
+ * nothing never pays for the vocabulary) and previews. Originals are cached by content key
+ * (LRU), replacements (tags, or with blocks rewritten messages) by their text, up to
+ * {@link REPLACEMENT_CACHE_UNITS}: the same contents and tags recur across sessions.
  */
 export class ReplacementMeter {
   private count: TokenCounter | undefined;
-  private readonly cache = new Map<string, { tokens: number; preview?: string }>();
+  private readonly cache = new Map<string, { tokens: number; preview: string }>();
+  private readonly replacements = new Map<string, number>();
+  private replacementUnits = 0;
   private readonly keys = new KeyCache();
 
   /** @param counter - a token counter, or the encoding to load when the first content is measured */
@@ -188,31 +193,41 @@ export class ReplacementMeter {
     return this.count;
   }
 
+  private replacementTokens(text: string): number {
+    let n = this.replacements.get(text);
+    if (n === undefined) {
+      n = this.counterFn()(text);
+      if (this.replacementUnits + text.length > REPLACEMENT_CACHE_UNITS) {
+        this.replacements.clear();
+        this.replacementUnits = 0;
+      }
+      if (text.length <= REPLACEMENT_CACHE_UNITS / 16) {
+        this.replacements.set(text, n);
+        this.replacementUnits += text.length;
+      }
+    }
+    return n;
+  }
+
   /** The {@link contentKey} of `text` (cached). */
   key(text: string): string {
     return this.keys.key(text);
   }
 
-  /** The cache entry of `text` (tokens counted on a miss), most recently used now. */
-  private entry(text: string, key: string): { tokens: number; preview?: string } {
-    let hit = this.cache.get(key);
-    if (hit === undefined) {
-      hit = { tokens: this.counterFn()(text) };
-      if (this.cache.size >= TOKEN_CACHE_CAP) this.cache.delete(this.cache.keys().next().value as string);
-    } else {
-      this.cache.delete(key);
-    }
-    this.cache.set(key, hit);
-    return hit;
-  }
-
   /** Measures `original` replaced by `replacement`. */
   measure(original: string, replacement: string): Replaced {
     const key = this.keys.key(original);
-    const hit = this.entry(original, key);
-    hit.preview ??= preview(original);
-    const after = this.entry(replacement, this.keys.key(replacement)).tokens;
-    return { key, chars: original.length, tokens: hit.tokens, preview: hit.preview, saved: Math.max(0, hit.tokens - after) };
+    let hit = this.cache.get(key);
+    if (hit === undefined) {
+      hit = { tokens: this.counterFn()(original), preview: preview(original) };
+      if (this.cache.size >= TOKEN_CACHE_CAP) this.cache.delete(this.cache.keys().next().value as string);
+    } else {
+      // Refresh recency (LRU).
+      this.cache.delete(key);
+    }
+    this.cache.set(key, hit);
+    const saved = Math.max(0, hit.tokens - this.replacementTokens(replacement));
+    return { key, chars: original.length, tokens: hit.tokens, preview: hit.preview, saved };
   }
 }
 
