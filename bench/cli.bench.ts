@@ -39,11 +39,22 @@ interface ChildResult {
   sessionsPerSec: number;
   /** VmHWM of the child process, worker threads included. */
   peakRssMb: number;
+  /**
+   * CPU seconds of the whole child process (every thread, start-up included): on a shared
+   * machine a steadier figure than the wall time, since other work delays but does not add to it.
+   */
+  cpuSeconds: number;
   sessions: number;
   exact: number;
   near: number;
   /** Wall time of the whole child process (start-up and shutdown included), seconds. */
   processSeconds: number;
+}
+
+/** CPU seconds this process has used so far, all threads. */
+function cpuSeconds(): number {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1e6;
 }
 
 /** Child mode: run the built CLI in this process and print its figures as one JSON line. */
@@ -67,6 +78,7 @@ async function child(engine: string, mode: Mode, jobs: string, corpus: string, o
     mbPerSec: t.mbPerSec,
     sessionsPerSec: t.sessionsPerSec,
     peakRssMb: peakRssMb(),
+    cpuSeconds: cpuSeconds(),
     sessions: report.sessions,
     exact: report.exactDuplicates,
     near: report.nearDuplicates,
@@ -87,7 +99,7 @@ function runChild(engine: 'native' | 'js', fuzzy: boolean | Mode, jobs: string, 
   if (r.status !== 0) throw new Error(`child ${engine} ${mode} failed: ${r.stderr}`);
   const result = JSON.parse(r.stdout.trim().split('\n').pop() as string) as Omit<ChildResult, 'processSeconds'>;
   console.log(
-    `  cli / ${engine} ${mode === 'fuzzy' ? 'exact+fuzzy' : mode === 'blocks' ? 'exact+blocks --keep earliest' : 'exact'} jobs=${jobs}: ${result.mbPerSec} MB/s, ${result.sessionsPerSec} sessions/s, peak RSS ${Math.round(result.peakRssMb)} MB`,
+    `  cli / ${engine} ${mode === 'fuzzy' ? 'exact+fuzzy' : mode === 'blocks' ? 'exact+blocks --keep earliest' : 'exact'} jobs=${jobs}: ${result.mbPerSec} MB/s, ${result.sessionsPerSec} sessions/s, peak RSS ${Math.round(result.peakRssMb)} MB, ${formatNumber(result.cpuSeconds)} CPU s`,
   );
   return { ...result, processSeconds };
 }
@@ -116,7 +128,7 @@ function best(runs: readonly ChildResult[]): ChildResult & { range: string } {
 }
 
 function describe(r: ChildResult & { range: string }): string {
-  return `${formatNumber(r.mbPerSec)} MB/s, ${formatNumber(r.sessionsPerSec)} sessions/s, peak RSS ${Math.round(r.peakRssMb)} MB, process ${formatNumber(r.processSeconds)} s, ${r.range}`;
+  return `${formatNumber(r.mbPerSec)} MB/s, ${formatNumber(r.sessionsPerSec)} sessions/s, peak RSS ${Math.round(r.peakRssMb)} MB, process ${formatNumber(r.processSeconds)} s, ${formatNumber(r.cpuSeconds)} CPU s, ${r.range}`;
 }
 
 /** Generates the corpus and measures the pipelines. */
