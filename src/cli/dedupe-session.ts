@@ -21,6 +21,7 @@ import type { TokenEncoding } from '../tokens.js';
 import type { FormatName, PathStep } from './formats.js';
 import type { Handled, Session, SessionHandler } from './jobs.js';
 import { type Replaced, ReplacementMeter } from './report.js';
+import type { SharedCounts } from './shared-counts.js';
 import type { StringEdit } from './splice.js';
 
 /**
@@ -165,11 +166,11 @@ export async function loadEngine(settings: DedupeSettings, moduleUrl: string | u
 }
 
 /** The dedupe {@link SessionHandler}. */
-export function dedupeHandler(settings: DedupeSettings, engine: DedupeEngine): SessionHandler<DedupeOutcome> {
+export function dedupeHandler(settings: DedupeSettings, engine: DedupeEngine, counts?: SharedCounts): SessionHandler<DedupeOutcome> {
   const options = stageOptions(settings);
   const preserved = new Set(settings.preserve);
   // The report's measurements happen here, next to the texts: only numbers leave the session.
-  const meter = new ReplacementMeter(settings.tokenizer);
+  const meter = new ReplacementMeter(settings.tokenizer, counts);
 
   return {
     async handle(session: Session): Promise<Handled<DedupeOutcome>> {

@@ -19,6 +19,7 @@ import { checkPaths, type PathUse } from './paths.js';
 import { runPipeline, type OutputPatch, type PipelineProgress } from './pipeline.js';
 import { defaultJobs, HybridExecutor, inProcess, WorkerPool, type Executor } from './pool.js';
 import { Progress } from './progress.js';
+import { SharedCounts, sharedCountsBuffer } from './shared-counts.js';
 import { renderHtml, ReportBuilder, ReplacementMeter, type DedupeReport } from './report.js';
 
 export type { DedupeEngine };
@@ -132,9 +133,13 @@ export async function checkOutputs(
 
 /** Starts the executor the options ask for; without `--jobs`, the input size decides. */
 async function executorFor(o: DedupeCommandOptions, settings: DedupeSettings, files: readonly InputFile[]): Promise<Executor<DedupeOutcome>> {
-  const local = async (): Promise<Executor<DedupeOutcome>> => inProcess(dedupeHandler(settings, o.engine ?? (await loadEngine(settings, o.engineModule))));
+  // Token counts of replaced contents, shared by the main thread and the workers.
+  const tokenCounts = sharedCountsBuffer();
+  const counts = new SharedCounts(tokenCounts);
+  const local = async (): Promise<Executor<DedupeOutcome>> =>
+    inProcess(dedupeHandler(settings, o.engine ?? (await loadEngine(settings, o.engineModule)), counts));
   if (o.engine !== undefined) return local();
-  const init = { settings, engineModule: o.engineModule, loader: o.workerLoader };
+  const init = { settings, engineModule: o.engineModule, loader: o.workerLoader, tokenCounts };
   // The main thread takes the jobs that come before the first worker is ready.
   const pool = async (size: number): Promise<Executor<DedupeOutcome>> => new WorkerPool(size, init, await local());
   if (o.jobs !== undefined) return o.jobs === 1 ? local() : pool(o.jobs);

@@ -26,6 +26,8 @@ export interface WorkerInit {
    * thread starts with, which makes TypeScript importable and then imports `workerData.entry`.
    */
   loader?: string | undefined;
+  /** The run's shared token counts (see shared-counts.ts). */
+  tokenCounts?: SharedArrayBuffer | undefined;
 }
 
 /** Main thread -> worker. */

@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { sha256 } from '../identity.js';
 import { tokenCounter, type TokenCounter, type TokenEncoding } from '../tokens.js';
 import type { FormatName } from './formats.js';
+import type { SharedCounts } from './shared-counts.js';
 
 /** One content that was replaced more than once across the run. */
 export interface Offender {
@@ -172,11 +173,15 @@ export class KeyCache {
 /** UTF-16 code units of replacement texts whose token counts are kept (64 MB). */
 const REPLACEMENT_CACHE_UNITS = 1 << 25;
 
+/** Replacements shorter than this (tags) are counted without asking the shared table. */
+const SHORT_REPLACEMENT = 256;
+
 /**
  * Measures replaced contents: tokens (real BPE, loaded on first use, so a run that replaces
  * nothing never pays for the vocabulary) and previews. Originals are cached by content key
  * (LRU), replacements (tags, or with blocks rewritten messages) by their text, up to
- * {@link REPLACEMENT_CACHE_UNITS}: the same contents and tags recur across sessions.
+ * {@link REPLACEMENT_CACHE_UNITS}: the same contents and tags recur across sessions. With a
+ * {@link SharedCounts} table, counts of long texts are shared with the run's other threads.
  */
 export class ReplacementMeter {
   private count: TokenCounter | undefined;
@@ -185,8 +190,26 @@ export class ReplacementMeter {
   private replacementUnits = 0;
   private readonly keys = new KeyCache();
 
-  /** @param counter - a token counter, or the encoding to load when the first content is measured */
-  constructor(private readonly counter: TokenCounter | TokenEncoding) {}
+  /**
+   * @param counter - a token counter, or the encoding to load when the first content is measured
+   * @param shared - counts shared with the other threads of the run (same encoding)
+   */
+  constructor(
+    private readonly counter: TokenCounter | TokenEncoding,
+    private readonly shared?: SharedCounts,
+  ) {}
+
+  /** Tokens of `text`, whose content key is `key` (computed on demand). */
+  private tokensOf(text: string, key: () => string): number {
+    if (this.shared === undefined || text.length < SHORT_REPLACEMENT) return this.counterFn()(text);
+    const k = key();
+    let n = this.shared.get(k);
+    if (n === undefined) {
+      n = this.counterFn()(text);
+      this.shared.set(k, n);
+    }
+    return n;
+  }
 
   private counterFn(): TokenCounter {
     if (this.count === undefined) this.count = typeof this.counter === 'function' ? this.counter : tokenCounter(this.counter);
@@ -196,7 +219,7 @@ export class ReplacementMeter {
   private replacementTokens(text: string): number {
     let n = this.replacements.get(text);
     if (n === undefined) {
-      n = this.counterFn()(text);
+      n = this.tokensOf(text, () => contentKey(text).key);
       if (this.replacementUnits + text.length > REPLACEMENT_CACHE_UNITS) {
         this.replacements.clear();
         this.replacementUnits = 0;
@@ -219,7 +242,7 @@ export class ReplacementMeter {
     const key = this.keys.key(original);
     let hit = this.cache.get(key);
     if (hit === undefined) {
-      hit = { tokens: this.counterFn()(original), preview: preview(original) };
+      hit = { tokens: this.tokensOf(original, () => key), preview: preview(original) };
       if (this.cache.size >= TOKEN_CACHE_CAP) this.cache.delete(this.cache.keys().next().value as string);
     } else {
       // Refresh recency (LRU).

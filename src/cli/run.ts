@@ -104,7 +104,7 @@ export async function run(argv: readonly string[], io: CliIO, hooks: RunHooks = 
       `worker threads that parse and deduplicate, 1 to ${MAX_JOBS} (default: one per CPU for inputs of 16 MB or more; 1: all on the main thread)`,
       bounded('--jobs', 1, MAX_JOBS),
     )
-    .option('-j, --concurrency <n>', `batches of sessions in flight, 1 to ${MAX_JOBS} (at least 2 per worker)`, bounded('--concurrency', 1, MAX_JOBS), 4)
+    .option('-j, --concurrency <n>', `batches of sessions in flight, 1 to ${MAX_JOBS} (at least 4 per worker)`, bounded('--concurrency', 1, MAX_JOBS), 4)
     .option('--json', 'print the report as JSON on stdout', false)
     .option('--report <file>', 'write a self-contained HTML report')
     .option('-q, --quiet', 'no progress and no text report', false)

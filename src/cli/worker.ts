@@ -7,11 +7,13 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { dedupeHandler, loadEngine, type DedupeOutcome } from './dedupe-session.js';
 import { processJob, type Job, type JobResult } from './jobs.js';
 import type { WorkerInit, WorkerReply, WorkerRequest } from './pool.js';
+import { SharedCounts } from './shared-counts.js';
 
 const port = parentPort;
 if (port === null) throw new Error('ctxdedup: worker.js must run as a worker thread');
 const init = workerData as WorkerInit;
-const handler = dedupeHandler(init.settings, await loadEngine(init.settings, init.engineModule));
+const counts = init.tokenCounts === undefined ? undefined : new SharedCounts(init.tokenCounts);
+const handler = dedupeHandler(init.settings, await loadEngine(init.settings, init.engineModule), counts);
 port.postMessage({ ready: true } satisfies WorkerReply);
 
 // Jobs run strictly one after another: a worker is one core's worth of work, and the main

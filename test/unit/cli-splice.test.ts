@@ -6,7 +6,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { PathStep } from '../../src/cli/formats.js';
-import { contentKey, KeyCache, preview } from '../../src/cli/report.js';
+import { contentKey, KeyCache, preview, ReplacementMeter } from '../../src/cli/report.js';
+import { countTokens } from '../../src/tokens.js';
 import { locateStrings, PatchBuilder, spliceStrings, type Patches } from '../../src/cli/splice.js';
 
 /** Applies patches to the input bytes (what the pipeline writes). */
@@ -160,6 +161,29 @@ describe('KeyCache', () => {
         for (const t of [...texts, ...texts]) expect(cache.key(t)).toBe(contentKey(t).key);
       }),
       { numRuns: 200 },
+    );
+  });
+});
+
+describe('ReplacementMeter', () => {
+  it('measures a replacement where it happens: tokens, tokens saved and preview, cached or not', () => {
+    const meter = new ReplacementMeter('o200k_base');
+    const text = fc.oneof(fc.string({ maxLength: 80 }), fc.constantFrom('a\uD800'.repeat(40), 'word '.repeat(3000), 'é😀\n'.repeat(700)));
+    fc.assert(
+      fc.property(fc.array(fc.tuple(text, text), { maxLength: 12 }), (pairs) => {
+        // Twice over: the second round comes from the caches.
+        for (const [original, replacement] of [...pairs, ...pairs]) {
+          const tokens = countTokens(original);
+          expect(meter.measure(original, replacement)).toEqual({
+            key: contentKey(original).key,
+            chars: original.length,
+            tokens,
+            saved: Math.max(0, tokens - countTokens(replacement)),
+            preview: preview(original),
+          });
+        }
+      }),
+      { numRuns: 100 },
     );
   });
 });
