@@ -133,15 +133,15 @@ export async function checkOutputs(
 
 /** Starts the executor the options ask for; without `--jobs`, the input size decides. */
 async function executorFor(o: DedupeCommandOptions, settings: DedupeSettings, files: readonly InputFile[]): Promise<Executor<DedupeOutcome>> {
-  // Token counts of replaced contents, shared by the main thread and the workers.
+  // With workers, token counts of replaced contents are shared by every thread of the run.
   const tokenCounts = sharedCountsBuffer();
   const counts = new SharedCounts(tokenCounts);
-  const local = async (): Promise<Executor<DedupeOutcome>> =>
-    inProcess(dedupeHandler(settings, o.engine ?? (await loadEngine(settings, o.engineModule)), counts));
+  const local = async (shared?: SharedCounts): Promise<Executor<DedupeOutcome>> =>
+    inProcess(dedupeHandler(settings, o.engine ?? (await loadEngine(settings, o.engineModule)), shared));
   if (o.engine !== undefined) return local();
   const init = { settings, engineModule: o.engineModule, loader: o.workerLoader, tokenCounts };
   // The main thread takes the jobs that come before the first worker is ready.
-  const pool = async (size: number): Promise<Executor<DedupeOutcome>> => new WorkerPool(size, init, await local());
+  const pool = async (size: number): Promise<Executor<DedupeOutcome>> => new WorkerPool(size, init, await local(counts));
   if (o.jobs !== undefined) return o.jobs === 1 ? local() : pool(o.jobs);
   const cpus = defaultJobs();
   if (cpus === 1) return local();
@@ -149,7 +149,7 @@ async function executorFor(o: DedupeCommandOptions, settings: DedupeSettings, fi
   const known = files.reduce((sum, f) => sum + (f.gzip ? 4 * f.size : f.size), 0);
   if (known >= WORKER_THRESHOLD_BYTES) return pool(cpus);
   if (!files.some((f) => f.path === '-')) return local();
-  const main = await local();
+  const main = await local(counts);
   return new HybridExecutor(main, () => new WorkerPool(cpus, init, main), WORKER_THRESHOLD_BYTES);
 }
 
