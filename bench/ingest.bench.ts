@@ -2,7 +2,7 @@
  * Ingestion throughput of `ctxdedup serve`: bounded load tests (autocannon, loopback only, fixed
  * duration) posting batches of 100 items of 1 KB (about 1 in 5 a repeat of earlier content), for
  * the SQLite store and for Redis, against the same server with the pure-JS hashing path
- * (node:crypto + Map, `--hashing js`) in the same run. Each server is a fresh child process, so its
+ * (node:crypto + Map, bench/reference/hashing.ts, loaded by bench/reference/js-hashing.mjs) in the same run. Each server is a fresh child process, so its
  * peak RSS and CPU time are its own.
  *
  * Two load shapes per server, because a closed loop cannot measure both things at once:
@@ -34,9 +34,10 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import autocannon from 'autocannon';
-import { hashBatch, hashBatchJs } from '../src/ingest/hash.js';
+import { hashBatch } from '../src/ingest/hash.js';
+import { hashBatchJs } from './reference/hashing.js';
 import { native } from '../src/native.js';
 import type { BenchRow } from './harness.js';
 import { refNearDuplicates } from './reference/near-window.js';
@@ -213,8 +214,10 @@ interface LoadOptions {
 
 /** Starts a server, loads it for SECONDS with the given shape, stops it. */
 async function load({ store, hashing, run, shape, lines = false, near = false }: LoadOptions): Promise<LoadResult> {
-  const args = ['--port', '0', '--store', store, '--hashing', hashing, ...(near ? ['--near-duplicates', '0.85', '--near-window', String(NEAR_WINDOW)] : [])];
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src', 'server', 'main.ts'), ...args], {
+  const args = ['--port', '0', '--store', store, ...(near ? ['--near-duplicates', '0.85', '--near-window', String(NEAR_WINDOW)] : [])];
+  // The JS baseline: the same server with the product's hash module resolved to bench/reference/hashing.ts.
+  const baseline = hashing === 'js' ? ['--import', pathToFileURL(join(ROOT, 'bench', 'reference', 'js-hashing.mjs')).href] : [];
+  const child = spawn(process.execPath, ['--import', 'tsx', ...baseline, join(ROOT, 'src', 'server', 'main.ts'), ...args], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -393,8 +396,8 @@ function rateRow(store: string, native: LoadResult, baseline: LoadResult): Bench
 async function hashingRows(): Promise<BenchRow[]> {
   const batches = Array.from({ length: 200 }, (_, b) => Array.from({ length: BATCH }, (_, i) => item(b * BATCH + i, 'h').content));
   const units = BATCH * ITEM_BYTES;
-  const nativeSync = await itemsPerSec(batches, (batch) => hashBatch(batch, units, 'native', Infinity));
-  const nativeAsync = await itemsPerSec(batches, (batch) => hashBatch(batch, units, 'native', 0));
+  const nativeSync = await itemsPerSec(batches, (batch) => hashBatch(batch, units, Infinity));
+  const nativeAsync = await itemsPerSec(batches, (batch) => hashBatch(batch, units, 0));
   const js = await itemsPerSec(batches, (batch) => hashBatchJs(batch));
   return [
     {

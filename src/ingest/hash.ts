@@ -1,10 +1,9 @@
 /**
- * Batch identity: SHA-256 per content and in-batch first occurrences, natively in one call
- * (off the main thread for large batches), or with node:crypto and a JS `Map` (the pure-JS
- * baseline the benchmarks compare against).
+ * Batch identity: SHA-256 per content and in-batch first occurrences, natively in one call (off
+ * the main thread for large batches). The pure-JS baseline the benchmarks compare against lives
+ * in bench/reference/hashing.ts.
  * @module
  */
-import { createHash } from 'node:crypto';
 import { native } from '../native.js';
 
 /** Digests and first occurrences of a batch. */
@@ -15,8 +14,12 @@ export interface BatchIdentity {
   first: Uint32Array;
 }
 
-/** How a batch is hashed: `native` (Rust, default) or `js` (node:crypto + Map, for comparison). */
-export type Hashing = 'native' | 'js';
+/**
+ * How a batch is hashed: natively, the only mode.
+ * @deprecated The `js` mode (node:crypto + Map) was the benchmarks' baseline and moved to
+ *   bench/reference/hashing.ts; options of this type accept only `'native'`.
+ */
+export type Hashing = 'native';
 
 /**
  * Default total size (UTF-16 code units) from which native hashing runs on a worker thread:
@@ -30,30 +33,9 @@ export const DEFAULT_ASYNC_THRESHOLD = 256 * 1024;
  * Hashes and groups well-formed contents (the caller has validated them).
  *
  * @param asyncThreshold batches whose total length reaches this many UTF-16 code units are hashed
- *   off the main thread (native only).
+ *   off the main thread.
  */
-export async function hashBatch(
-  contents: string[],
-  totalUnits: number,
-  hashing: Hashing = 'native',
-  asyncThreshold = DEFAULT_ASYNC_THRESHOLD,
-): Promise<BatchIdentity> {
-  if (hashing === 'js') return hashBatchJs(contents);
+export async function hashBatch(contents: string[], totalUnits: number, asyncThreshold = DEFAULT_ASYNC_THRESHOLD): Promise<BatchIdentity> {
   const batch = totalUnits >= asyncThreshold ? await native.ingestHashBatchAsync(contents) : native.ingestHashBatch(contents);
   return { hex: batch.sha256, first: batch.first };
-}
-
-/** The pure-JS baseline: node:crypto SHA-256 per content, then a `Map` from digest to first index. */
-export function hashBatchJs(contents: readonly string[]): BatchIdentity {
-  const first = new Uint32Array(contents.length);
-  const seen = new Map<string, number>();
-  const digests: string[] = new Array(contents.length);
-  contents.forEach((content, i) => {
-    const digest = createHash('sha256').update(content, 'utf8').digest('hex');
-    digests[i] = digest;
-    const earlier = seen.get(digest);
-    if (earlier === undefined) seen.set(digest, i);
-    first[i] = earlier ?? i;
-  });
-  return { hex: digests.join(''), first };
 }

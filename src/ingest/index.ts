@@ -134,7 +134,7 @@ export interface IngestIndexOptions {
    * compared with the window) off the main thread. Default 262,144.
    */
   asyncThreshold?: number;
-  /** `native` (default) or `js` (node:crypto + Map; the benchmark baseline). */
+  /** @deprecated Batches are always hashed natively; only `'native'` is accepted (the pure-JS baseline moved to bench/). */
   hashing?: Hashing;
   /** Key prefix for the Redis store. Default `ctxdedup:ingest:`. */
   redisKeyPrefix?: string;
@@ -169,7 +169,6 @@ export class IngestIndex {
   #windows: NearWindows;
   #maxBatchItems: number;
   #asyncThreshold: number;
-  #hashing: Hashing;
   #now: () => number;
   #closed = false;
   #inFlight = new Set<Promise<unknown>>();
@@ -186,7 +185,6 @@ export class IngestIndex {
     }
     this.#maxBatchItems = options.maxBatchItems ?? 100_000;
     this.#asyncThreshold = options.asyncThreshold ?? DEFAULT_ASYNC_THRESHOLD;
-    this.#hashing = options.hashing ?? 'native';
     this.#now = options.now ?? Date.now;
     this.#windows = new NearWindows(options.nearWindowMaxChars ?? DEFAULT_NEAR_WINDOW_MAX_CHARS, this.#asyncThreshold);
   }
@@ -213,8 +211,9 @@ export class IngestIndex {
     }
     optionalNumber(options.maxBatchItems, 'options.maxBatchItems', 0, { min: 1, integer: true });
     optionalNumber(options.asyncThreshold, 'options.asyncThreshold', 0, { min: 0 });
-    if (options.hashing !== undefined && options.hashing !== 'native' && options.hashing !== 'js') {
-      typeError('options.hashing', `must be 'native' or 'js', got ${show(options.hashing)}`);
+    if (options.hashing !== undefined && options.hashing !== 'native') {
+      const moved = options.hashing === 'js' ? ' (the pure-JS baseline moved to the benchmarks, bench/reference/hashing.ts)' : '';
+      typeError('options.hashing', `must be 'native'${moved}, got ${show(options.hashing)}`);
     }
     if (options.sqlite !== undefined) {
       expectObject(options.sqlite, 'options.sqlite');
@@ -284,7 +283,7 @@ export class IngestIndex {
 
   async #ingest(namespace: string, items: readonly IngestItem[]): Promise<IngestResult[]> {
     const { contents, ids, metadata, totalUnits } = validateBatch(namespace, items, this.#maxBatchItems);
-    const { hex, first } = await hashBatch(contents, totalUnits, this.#hashing, this.#asyncThreshold);
+    const { hex, first } = await hashBatch(contents, totalUnits, this.#asyncThreshold);
     const requests: ClaimRequest[] = [];
     const requestOf = new Int32Array(contents.length).fill(-1);
     for (let i = 0; i < contents.length; i++) {

@@ -71,7 +71,7 @@ export interface ServerOptions {
   maxBody?: number;
   /** Default TTL of every namespace, in seconds. */
   ttlSeconds?: number;
-  /** Batch hashing: `native` (default) or `js` (the benchmark baseline). */
+  /** @deprecated Batches are always hashed natively; only `'native'` is accepted (the pure-JS baseline moved to bench/). */
   hashing?: Hashing;
   /** SQLite durability: `full` (default; survives power loss) or `normal` (survives process crashes). */
   sqliteSynchronous?: SqliteSynchronous;

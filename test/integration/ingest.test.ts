@@ -3,7 +3,8 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { sha256 } from '../../src/identity.js';
 import { IngestIndex, type IngestResult } from '../../src/ingest/index.js';
-import { hashBatch, hashBatchJs } from '../../src/ingest/hash.js';
+import { hashBatch } from '../../src/ingest/hash.js';
+import { hashBatchJs } from '../../bench/reference/hashing.js';
 import Database from 'better-sqlite3';
 import { SQLITE_SCHEMA_VERSION, SqliteStore } from '../../src/ingest/sqlite-store.js';
 import { redisAvailable, startRedis, tempDir, type RedisProcess } from '../support/ingest-services.js';
@@ -19,8 +20,8 @@ describe('native batch hashing', () => {
   it('matches node:crypto and a JS Map on mixed contents, sync and async', async () => {
     const contents = ['', 'a', 'é', '😀 x', 'a', '\uFEFFline\r\n', '', 'é', 'x'.repeat(5000)];
     const js = hashBatchJs(contents);
-    const sync = await hashBatch(contents, 0, 'native', Infinity);
-    const async = await hashBatch(contents, 0, 'native', 0);
+    const sync = await hashBatch(contents, 0, Infinity);
+    const async = await hashBatch(contents, 0, 0);
     expect(sync.hex).toBe(js.hex);
     expect(async.hex).toBe(js.hex);
     expect([...sync.first]).toEqual([...js.first]);
@@ -144,12 +145,16 @@ describe.each(localStores)('IngestIndex on the %s store', (_name, spec) => {
 
   it('hashes large batches off the main thread with the same results as the JS baseline', async () => {
     const native = await IngestIndex.open({ store: spec(), asyncThreshold: 0 });
-    const js = await IngestIndex.open({ store: spec(), hashing: 'js' });
+    const inline = await IngestIndex.open({ store: spec(), asyncThreshold: Infinity });
     const items = Array.from({ length: 3000 }, (_, i) => ({ id: `i${i}`, content: `item ${i % 1000} ${'é😀'.repeat((i % 1000) % 7)}` }));
-    const [a, b] = await Promise.all([native.ingest('big', items), js.ingest('big', items)]);
+    const [a, b] = await Promise.all([native.ingest('big', items), inline.ingest('big', items)]);
     expect(a).toEqual(b);
     expect(a.filter((r) => r.status === 'new')).toHaveLength(1000);
-    await Promise.all([native.close(), js.close()]);
+    // The JS baseline (bench/reference/hashing.ts): the same digests and first occurrences.
+    const js = hashBatchJs(items.map((item) => item.content));
+    expect(a.map((r) => r.sha256).join('')).toBe(js.hex);
+    expect(a.map((r) => r.status === 'new')).toEqual([...js.first].map((first, i) => first === i));
+    await Promise.all([native.close(), inline.close()]);
   });
 });
 
@@ -160,6 +165,11 @@ describe('IngestIndex options', () => {
     await expect(IngestIndex.open({ store: 'memory', ttlSeconds: -1 })).rejects.toThrow(/^options\.ttlSeconds must be in/);
     await expect(IngestIndex.open({ store: 'memory', namespaces: { 'a b': {} } })).rejects.toThrow(/is not a valid namespace/);
     await expect(IngestIndex.open({ store: 'memory', hashing: 'md5' as never })).rejects.toThrow(/^options\.hashing/);
+    // Deprecated: only 'native'; the JS baseline moved to the benchmarks.
+    await expect(IngestIndex.open({ store: 'memory', hashing: 'js' as never })).rejects.toThrow(
+      /^options\.hashing must be 'native' \(the pure-JS baseline moved/,
+    );
+    await (await IngestIndex.open({ store: 'memory', hashing: 'native' })).close();
     await expect(
       IngestIndex.open({ store: 'memory', maxBatchItems: 2 }).then((i) => i.ingest('n', [{ content: 'a' }, { content: 'b' }, { content: 'c' }])),
     ).rejects.toThrow(/^items has 3 items, more than the limit of 2/);

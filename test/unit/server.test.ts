@@ -317,4 +317,11 @@ describe('serve flags', () => {
     expect(() => parseServeArgs(['--hashing', 'md5'], {})).toThrow(/--hashing/);
     expect(parseServeArgs(['--help'], {})).toBe('help');
   });
+
+  it('--hashing is deprecated: native is the only mode, the JS baseline lives in the benchmarks', () => {
+    expect(parseServeArgs(['--hashing', 'native'], {})).toMatchObject({ hashing: 'native' });
+    expect(() => parseServeArgs(['--hashing', 'js'], {})).toThrow(
+      /^--hashing must be native \(the pure-JS baseline moved to the benchmarks, bench\/reference\/hashing\.ts\), got "js"$/,
+    );
+  });
 });
