@@ -140,17 +140,14 @@ async function executorFor(o: DedupeCommandOptions, settings: DedupeSettings, fi
     inProcess(dedupeHandler(settings, o.engine ?? (await loadEngine(settings, o.engineModule)), shared));
   if (o.engine !== undefined) return local();
   const init = { settings, engineModule: o.engineModule, loader: o.workerLoader, tokenCounts };
-  // The main thread takes the jobs that come before the first worker is ready.
-  const pool = async (size: number): Promise<Executor<DedupeOutcome>> => new WorkerPool(size, init, await local(counts));
-  if (o.jobs !== undefined) return o.jobs === 1 ? local() : pool(o.jobs);
+  if (o.jobs !== undefined) return o.jobs === 1 ? local() : new WorkerPool(o.jobs, init);
   const cpus = defaultJobs();
   if (cpus === 1) return local();
   // Gzip inputs count at a typical compression ratio; stdin's size is unknown.
   const known = files.reduce((sum, f) => sum + (f.gzip ? 4 * f.size : f.size), 0);
-  if (known >= WORKER_THRESHOLD_BYTES) return pool(cpus);
+  if (known >= WORKER_THRESHOLD_BYTES) return new WorkerPool(cpus, init);
   if (!files.some((f) => f.path === '-')) return local();
-  const main = await local(counts);
-  return new HybridExecutor(main, () => new WorkerPool(cpus, init, main), WORKER_THRESHOLD_BYTES);
+  return new HybridExecutor(await local(counts), () => new WorkerPool(cpus, init), WORKER_THRESHOLD_BYTES);
 }
 
 /** Joins a session's verbatim entry the way `JSON.stringify` would write the object. */

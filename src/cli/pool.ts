@@ -36,8 +36,8 @@ export interface WorkerRequest {
   job: Job;
 }
 
-/** Worker -> main thread: ready for jobs, a result, or the stack of an unexpected error. */
-export type WorkerReply = { ready: true } | { id: number; result: JobResult<DedupeOutcome> } | { id: number; error: string };
+/** Worker -> main thread: a result, or the stack of an unexpected error. */
+export type WorkerReply = { id: number; result: JobResult<DedupeOutcome> } | { id: number; error: string };
 
 /** Runs jobs on the calling thread. */
 export function inProcess<O>(handler: SessionHandler<O>): Executor<O> {
@@ -57,8 +57,6 @@ interface Pending {
 interface Slot {
   worker: Worker;
   pending: Map<number, Pending>;
-  /** The worker has loaded its modules and takes jobs. */
-  ready: boolean;
 }
 
 function startWorker(init: WorkerInit): Worker {
@@ -74,10 +72,8 @@ function startWorker(init: WorkerInit): Worker {
 
 /**
  * A fixed pool of worker threads, each running the dedupe handler on one job at a time. A job
- * goes to the ready worker with the fewest jobs queued; its input bytes are transferred, not
- * copied, and so are its output bytes on the way back. Until the first worker is ready (each
- * loads the modules and the addon, a few hundred milliseconds on a busy machine), jobs run on
- * `local`, if given: the main thread is idle then anyway.
+ * goes to the worker with the fewest jobs queued; its input bytes are transferred, not copied,
+ * and so are its output bytes on the way back.
  */
 export class WorkerPool implements Executor<DedupeOutcome> {
   private readonly slots: Slot[] = [];
@@ -88,18 +84,10 @@ export class WorkerPool implements Executor<DedupeOutcome> {
    * @param size - number of worker threads
    * @param init - settings and engine of every worker
    */
-  constructor(
-    size: number,
-    init: WorkerInit,
-    private readonly local?: Executor<DedupeOutcome>,
-  ) {
+  constructor(size: number, init: WorkerInit) {
     for (let i = 0; i < size; i++) {
-      const slot: Slot = { worker: startWorker(init), pending: new Map(), ready: false };
+      const slot: Slot = { worker: startWorker(init), pending: new Map() };
       slot.worker.on('message', (reply: WorkerReply) => {
-        if ('ready' in reply) {
-          slot.ready = true;
-          return;
-        }
         const pending = slot.pending.get(reply.id);
         if (pending === undefined) return;
         slot.pending.delete(reply.id);
@@ -124,24 +112,18 @@ export class WorkerPool implements Executor<DedupeOutcome> {
 
   run(job: Job): Promise<JobResult<DedupeOutcome>> {
     if (this.failure !== undefined) return Promise.reject(this.failure);
-    let slot: Slot | undefined;
-    for (const s of this.slots) if (s.ready && (slot === undefined || s.pending.size < slot.pending.size)) slot = s;
-    if (slot === undefined) {
-      if (this.local !== undefined) return this.local.run(job);
-      slot = this.slots[0] as Slot;
-      for (const s of this.slots) if (s.pending.size < slot.pending.size) slot = s;
-    }
-    const target = slot;
+    let slot = this.slots[0] as Slot;
+    for (const s of this.slots) if (s.pending.size < slot.pending.size) slot = s;
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
-      target.pending.set(id, { resolve, reject });
+      slot.pending.set(id, { resolve, reject });
       const request: WorkerRequest = { id, job };
-      target.worker.postMessage(request, [job.data.buffer as ArrayBuffer]);
+      slot.worker.postMessage(request, [job.data.buffer as ArrayBuffer]);
     });
   }
 
   async close(): Promise<void> {
-    await Promise.all([...this.slots.map((s) => s.worker.terminate()), this.local?.close()]);
+    await Promise.all(this.slots.map((s) => s.worker.terminate()));
   }
 }
 

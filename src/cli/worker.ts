@@ -14,7 +14,6 @@ if (port === null) throw new Error('ctxdedup: worker.js must run as a worker thr
 const init = workerData as WorkerInit;
 const counts = init.tokenCounts === undefined ? undefined : new SharedCounts(init.tokenCounts);
 const handler = dedupeHandler(init.settings, await loadEngine(init.settings, init.engineModule), counts);
-port.postMessage({ ready: true } satisfies WorkerReply);
 
 // Jobs run strictly one after another: a worker is one core's worth of work, and the main
 // thread bounds how many jobs wait here.
