@@ -21,14 +21,14 @@ export function jsTokenCounter(): RefTokenCounter {
 }
 
 interface NativeTokens {
-  countTokens(text: string, encoding: string): number;
+  countTokens(text: string, encoding: number): number;
   countTokensBatch(texts: string[], encoding: string): Uint32Array;
 }
 
 /** The addon's o200k_base counter (the one the native pass uses), one call per text. */
 export function nativeTokenCounter(): RefTokenCounter {
   const n = native as unknown as NativeTokens;
-  return (text) => n.countTokens(text, 'o200k_base');
+  return (text) => n.countTokens(text, 0); // 0: o200k_base
 }
 
 /** The addon's o200k_base counts of many texts in one call. */

@@ -29,8 +29,9 @@
 //! is retried from the next line, until a per-message budget of line comparisons (64 per line)
 //! is spent; after that such a run is emitted verbatim as a whole. A run that is long enough but
 //! not net positive is always emitted verbatim as a whole, so no long run is extended twice.
-//! Token counts are taken once per run that reaches the net-positive test. The whole pass is
-//! linear in the input, whatever the options.
+//! Token counts are taken once per run that reaches the net-positive test, as the sum of the
+//! counts of its segments (lines where the count splits, [`starts_segment`]), each distinct
+//! segment counted once per pass. The whole pass is linear in the input, whatever the options.
 
 // Per-site `#[expect]`s wait for the block-speed rework of this module (issue 13 item 7).
 #![expect(
@@ -370,10 +371,9 @@ struct Pass<'a, 'c> {
     /// Token counts of replaced runs, by what determines their text:
     /// `(target, target line, lines, mode, first number, format)`.
     run_tokens: AHashMap<SpanKey, usize>,
-    /// References whose run is counted after the pass: (index in the result, span).
-    deferred: Vec<(usize, SpanKey)>,
-    /// References accepted so far (the index the next one gets).
-    refs_so_far: usize,
+    /// Token counts of run segments (see [`starts_segment`]), by their text: a line replaced
+    /// again in another run is not counted again.
+    segment_tokens: AHashMap<&'c [u16], u32>,
 }
 
 /// A confirmed run: `len` lines from line `i` equal `len` lines from line `j` of `target`.
@@ -675,7 +675,6 @@ impl<'a, 'c> Pass<'a, 'c> {
                         match self.reference(m, &lines, &out_line, at, count_tokens) {
                             Ok(r) => {
                                 refs.push(r);
-                                self.refs_so_far += 1;
                                 i += len;
                                 out += 1;
                                 segment = i;
@@ -701,6 +700,34 @@ impl<'a, 'c> Pass<'a, 'c> {
             }
         }
         self.done[m] = Some(Processed { lines, out_line });
+    }
+
+    /// Tokens of the run `lines` of `text` (consecutive lines): the sum of the counts of its
+    /// segments, the text between the lines that start a segment ([`starts_segment`]), each
+    /// counted once per pass.
+    fn count_run(
+        &mut self,
+        text: &'c [u16],
+        lines: &[Line],
+        count_tokens: &(dyn Fn(&[u16]) -> usize + Sync),
+    ) -> usize {
+        let mut total = 0;
+        let mut start = lines[0].start as usize;
+        let last = lines[lines.len() - 1].end as usize;
+        let mut segment = |start: usize, end: usize| {
+            let piece = &text[start..end];
+            *self
+                .segment_tokens
+                .entry(piece)
+                .or_insert_with(|| count_tokens(piece) as u32) as usize
+        };
+        for line in &lines[1..] {
+            if starts_segment(text, line.start as usize) {
+                total += segment(start, line.start as usize);
+                start = line.start as usize;
+            }
+        }
+        total + segment(start, last)
     }
 
     /// The reference for `run`, if it is long enough and net positive.
@@ -775,22 +802,14 @@ impl<'a, 'c> Pass<'a, 'c> {
                 first,
                 lines[i].format,
             );
-            // Every line with a visible character starts at least one pre-token of its own (no
-            // BPE pre-token runs past a line break into text), so when there are more such lines
-            // than the reference has tokens the run is net positive without counting it here:
-            // its exact count is taken after the pass, for the decision, on all cores.
-            let known = self.run_tokens.get(&span).copied();
-            let tokens_before = match known {
-                Some(n) => n,
-                None if visible_lines(text, &lines[i..i + len]) > tokens_after => DEFERRED,
-                None => *self
-                    .run_tokens
-                    .entry(span)
-                    .or_insert_with(|| count_tokens(run)),
+            let tokens_before = match self.run_tokens.get(&span) {
+                Some(&n) => n,
+                None => {
+                    let n = self.count_run(text, &lines[i..i + len], count_tokens);
+                    self.run_tokens.insert(span, n);
+                    n
+                }
             };
-            if tokens_before == DEFERRED {
-                self.deferred.push((self.refs_so_far, span));
-            }
             (tokens_after < tokens_before).then(|| BlockRef {
                 message: m,
                 line_start: i,
@@ -816,6 +835,8 @@ impl<'a, 'c> Pass<'a, 'c> {
 /// Runs the block pass over `conv` and returns every reference, ordered by message and line.
 ///
 /// `count_tokens` counts the tokens of a text (the net-positive rule and the reported savings).
+/// A run is counted as the sum of its segments ([`starts_segment`]), so the counter must split
+/// there as o200k_base and cl100k_base do.
 ///
 /// # Errors
 /// A message when the slices of `conv` differ in length or `min_lines` is 0.
@@ -840,8 +861,7 @@ pub fn dedupe_blocks(
         top: (1..options.min_lines).fold(1u64, |p, _| p.wrapping_mul(ROLL)),
         scratch: Vec::new(),
         run_tokens: AHashMap::new(),
-        deferred: Vec::new(),
-        refs_so_far: 0,
+        segment_tokens: AHashMap::new(),
     };
     let mut refs = Vec::new();
     for m in 0..n {
@@ -849,7 +869,6 @@ pub fn dedupe_blocks(
             pass.process(m, count_tokens, &mut refs);
         }
     }
-    count_deferred(&mut refs, &pass.deferred, conv, count_tokens);
     Ok(refs)
 }
 
@@ -857,91 +876,50 @@ pub fn dedupe_blocks(
 /// format)`.
 type SpanKey = (u32, u32, u32, u8, u32, u32);
 
-/// `tokens_before` of a reference whose run is counted after the pass.
-const DEFERRED: usize = usize::MAX;
-
-/// Lines of `lines` with an ASCII letter or digit. In the o200k and cl100k pre-tokenizers a
-/// letter or digit always sits in a pre-token that starts on its own line (a pre-token only
-/// crosses a line break through whitespace, or through trailing `\n` and `/` after punctuation),
-/// so each of these lines adds at least one token: a lower bound of the run's count.
-fn visible_lines(text: &[u16], lines: &[Line]) -> usize {
-    lines
-        .iter()
-        .filter(|l| {
-            text[l.start as usize..l.end as usize]
-                .iter()
-                .any(|&u| u < 0x80 && (u as u8).is_ascii_alphanumeric())
-        })
-        .count()
-}
-
-/// Counts the runs left for after the pass (each distinct span once), spread over the cores.
-fn count_deferred(
-    refs: &mut [BlockRef],
-    deferred: &[(usize, SpanKey)],
-    conv: &Conversation<'_>,
-    count_tokens: &(dyn Fn(&[u16]) -> usize + Sync),
-) {
-    if deferred.is_empty() {
-        return;
+/// Whether the line starting at `at` (just after a `\n` of `text`) starts a *segment*: a place
+/// where the o200k_base and cl100k_base counts split, `tokens(text[s..e]) = tokens(text[s..at]) +
+/// tokens(text[at..e])` for any `s < at < e`, because both pre-tokenizers put a piece boundary
+/// at `at` in all three texts and BPE never merges across pieces. That holds when the line
+/// starts with a printable ASCII character other than `/`, or with spaces and tabs followed by a
+/// printable ASCII character, or with a non-ASCII character that is not whitespace (JavaScript
+/// `\s`; U+0085 is treated as whitespace too, to be safe).
+///
+/// Proof. Let `u` be the unit at `at`; the `\n` at `at - 1` lies in some piece `P`. The
+/// pre-tokenizers' alternatives (gpt-tokenizer's JavaScript patterns, see `tokens.rs`) are
+/// letters with an optional one-unit prefix that is not `\r`/`\n`, contractions, one to three
+/// digits, ` ?[^\s\p{L}\p{N}]+[\r\n/]*` (cl100k: `[\r\n]*`), `\s*[\r\n]+`, `\s+(?!\S)` and `\s+`
+/// (cl100k tries `\s+$` before `\s*[\r\n]+`). Only the punctuation alternative and the
+/// whitespace ones can hold a `\n`, and a piece continues past a `\n` only with `\r`, `\n`, `/`
+/// or whitespace. So when `u` is neither whitespace nor `/`, `P` ends at `at`. When `u` is a
+/// space or tab, the whitespace from `at` holds no line break (a visible character follows on
+/// the line): the punctuation alternative stops at `u`, and a whitespace `P` is matched by
+/// `\s*[\r\n]+` (the alternatives tried before it need a letter, digit or symbol within `P`'s
+/// first two units, which are whitespace), which backtracks to end after the last line break of
+/// the whitespace run, at `at` (cl100k's `\s+$` fails: text follows). Either way a piece starts
+/// at `at`, and as the patterns look only forward, the pieces from `at` on are those of
+/// `text[at..e]`. The pieces before `at` are those of `text[s..at]`: each ends by `at`, and
+/// matching one depends on what follows its end only through `\s+(?!\S)` and `\s+$` (which
+/// could succeed at the end of `text[s..at]` where they failed before); but a whitespace piece
+/// ending at `at` ends with the `\n`, so `\s*[\r\n]+` (or `\s+$`) finds it first, with the same
+/// extent in both texts. Checked against the real counts by the proptest `segments_add_up`.
+fn starts_segment(text: &[u16], at: usize) -> bool {
+    let mut k = at;
+    while k < text.len() && (text[k] == b' ' as u16 || text[k] == b'\t' as u16) {
+        k += 1;
     }
-    let mut seen: ahash::AHashSet<SpanKey> = ahash::AHashSet::new();
-    let unique: Vec<(usize, SpanKey)> = deferred
-        .iter()
-        .copied()
-        .filter(|&(_, span)| seen.insert(span))
-        .collect();
-    let text = |r: usize| {
-        let b = &refs[r];
-        &conv.contents[b.message][b.unit_start..b.unit_end]
+    let Some(&u) = text.get(k) else {
+        return false;
     };
-    let total: usize = unique.iter().map(|&(r, _)| text(r).len()).sum();
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, 4);
-    let mut counts = vec![0usize; unique.len()];
-    if workers == 1 || total < PARALLEL_MIN_UNITS {
-        for (c, &(r, _)) in counts.iter_mut().zip(&unique) {
-            *c = count_tokens(text(r));
-        }
-    } else {
-        // Contiguous shares of about equal length, one per worker.
-        let share = total.div_ceil(workers);
-        let mut bounds = vec![0];
-        let mut acc = 0;
-        for (k, &(r, _)) in unique.iter().enumerate() {
-            acc += text(r).len();
-            if acc >= share * bounds.len() && k + 1 < unique.len() {
-                bounds.push(k + 1);
-            }
-        }
-        bounds.push(unique.len());
-        std::thread::scope(|scope| {
-            let mut rest = &mut counts[..];
-            let mut start = 0;
-            for w in bounds.windows(2) {
-                let (mine, tail) = rest.split_at_mut(w[1] - start);
-                rest = tail;
-                let rs = &unique[w[0]..w[1]];
-                let text = &text;
-                scope.spawn(move || {
-                    for (c, &(r, _)) in mine.iter_mut().zip(rs) {
-                        *c = count_tokens(text(r));
-                    }
-                });
-                start = w[1];
-            }
-        });
+    if u < 0x80 {
+        return (0x21..0x7F).contains(&u) && (k > at || u != b'/' as u16);
     }
-    let by_span: AHashMap<SpanKey, usize> =
-        unique.iter().map(|&(_, span)| span).zip(counts).collect();
-    for &(r, span) in deferred {
-        refs[r].tokens_before = by_span[&span];
-    }
+    k == at
+        && !matches!(
+            u,
+            0x85 | 0xA0 | 0x1680 | 0x2000
+                ..=0x200A | 0x2028 | 0x2029 | 0x202F | 0x205F | 0x3000 | 0xFEFF
+        )
 }
-
-/// Below this many UTF-16 units, deferred runs are counted on the calling thread.
-const PARALLEL_MIN_UNITS: usize = 1 << 16;
 
 /// Flags of the messages the block pass may rewrite: the message stage's eligibility rule over
 /// `src`, minus the messages `blocked` by their shape (or already replaced whole).
@@ -1366,6 +1344,98 @@ mod tests {
             let case = Case::new(&[&text, "zzz"]);
             let (refs, _) = case.run(&small(1, 0));
             prop_assert!(refs.is_empty());
+        }
+    }
+
+    // ---- segments: the real token counts split where `starts_segment` says ----
+
+    /// Units that matter to the pre-tokenizers around a line break: letters (with a contraction),
+    /// digits, symbols, `/`, spaces, tabs, `\r`, Unicode whitespace (and U+0085, which is not
+    /// JavaScript whitespace), a byte-order mark, CJK, a surrogate pair and a lone surrogate.
+    const UNITS: [&[u16]; 24] = [
+        &[b'a' as u16],
+        &[b'Z' as u16],
+        &[b's' as u16],
+        &[b'\'' as u16],
+        &[b'1' as u16],
+        &[b'7' as u16],
+        &[b' ' as u16],
+        &[b' ' as u16],
+        &[b'\t' as u16],
+        &[b'\r' as u16],
+        &[b'/' as u16],
+        &[b'.' as u16],
+        &[b';' as u16],
+        &[b'{' as u16],
+        &[b'-' as u16],
+        &[0xE9],
+        &[0x65E5],
+        &[0xA0],
+        &[0x85],
+        &[0x3000],
+        &[0x2028],
+        &[0xFEFF],
+        &[0xD83D, 0xDE00],
+        &[0xDC00],
+    ];
+
+    fn lines_text() -> impl Strategy<Value = Vec<u16>> {
+        let line = prop::collection::vec(0..UNITS.len(), 0..7);
+        prop::collection::vec(line, 1..9).prop_map(|lines| {
+            let mut text = Vec::new();
+            for (k, line) in lines.iter().enumerate() {
+                if k > 0 {
+                    text.push(b'\n' as u16);
+                }
+                for &u in line {
+                    text.extend_from_slice(UNITS[u]);
+                }
+            }
+            text
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+
+        /// `tokens(text[s..e]) = tokens(text[s..at]) + tokens(text[at..e])` at every line start
+        /// `at` that starts a segment, for any line boundaries `s < at < e`, in both encodings.
+        #[test]
+        fn segments_add_up(text in lines_text(), picks in (any::<prop::sample::Index>(), any::<prop::sample::Index>())) {
+            use crate::tokens::{count_utf16, Encoding};
+            let starts: Vec<usize> = std::iter::once(0)
+                .chain(text.iter().enumerate().filter(|&(_, &u)| u == b'\n' as u16).map(|(i, _)| i + 1))
+                .collect();
+            let ends: Vec<usize> = starts[1..].iter().map(|&a| a - 1).chain([text.len()]).collect();
+            for &at in starts[1..].iter().filter(|&&at| starts_segment(&text, at)) {
+                let before: Vec<usize> = starts.iter().copied().filter(|&s| s < at).collect();
+                let after: Vec<usize> = ends.iter().copied().filter(|&e| e > at).collect();
+                let (s, e) = (before[picks.0.index(before.len())], after[picks.1.index(after.len())]);
+                for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+                    prop_assert_eq!(
+                        count_utf16(encoding, &text[s..e]),
+                        count_utf16(encoding, &text[s..at]) + count_utf16(encoding, &text[at..e]),
+                        "{:?} split at {} of {:?}", encoding, at - s, String::from_utf16_lossy(&text[s..e])
+                    );
+                }
+            }
+        }
+
+        /// With the real counter, every reference's `tokens_before` is the o200k count of its
+        /// run (counted by segments, with segments shared between runs).
+        #[test]
+        fn run_counts_are_exact_o200k(lines in prop::collection::vec(lines_text(), 1..5), options in options()) {
+            use crate::tokens::{count_utf16, Encoding};
+            let contents: Vec<&[u16]> = lines.iter().map(|t| &t[..]).collect();
+            let ids: Vec<Vec<u16>> = (0..lines.len()).map(|i| u(&format!("m{i}"))).collect();
+            let ids: Vec<&[u16]> = ids.iter().map(|t| &t[..]).collect();
+            let flags = vec![true; lines.len()];
+            let conv = Conversation { contents: &contents, ids: &ids, source: &flags, eligible: &flags };
+            let count = |t: &[u16]| count_utf16(Encoding::O200kBase, t);
+            for r in dedupe_blocks(&conv, &options, &count).unwrap() {
+                prop_assert_eq!(r.tokens_before, count(&contents[r.message][r.unit_start..r.unit_end]));
+                prop_assert_eq!(r.tokens_after, count(&r.text));
+            }
         }
     }
 }

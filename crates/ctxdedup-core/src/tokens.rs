@@ -84,14 +84,42 @@ pub fn count_utf16(encoding: Encoding, text: &[u16]) -> usize {
     if text.is_empty() {
         return 0;
     }
-    count_str(encoding, &utf16_to_utf8_lossy(text))
+    UTF8.with(|buffer| match buffer.try_borrow_mut() {
+        Ok(mut utf8) => {
+            utf8.clear();
+            utf16_to_utf8_into(text, &mut utf8);
+            // SAFETY: `utf16_to_utf8_into` writes ASCII bytes and the UTF-8 encodings of `char`s.
+            let count = count_str(encoding, unsafe { std::str::from_utf8_unchecked(&utf8) });
+            if utf8.capacity() > UTF8_KEPT_BYTES {
+                *utf8 = Vec::new();
+            }
+            count
+        }
+        Err(_) => count_str(encoding, &utf16_to_utf8_lossy(text)),
+    })
 }
+
+thread_local! {
+    /// The UTF-8 buffer of [`count_utf16`], reused: the block pass counts many short texts.
+    static UTF8: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Capacity of the reused UTF-8 buffer kept between calls.
+const UTF8_KEPT_BYTES: usize = 1 << 20;
 
 /// `text` as UTF-8, lone surrogates replaced by U+FFFD (what JavaScript's `TextEncoder` does).
 fn utf16_to_utf8_lossy(text: &[u16]) -> String {
+    let mut utf8 = Vec::new();
+    utf16_to_utf8_into(text, &mut utf8);
+    // SAFETY: `utf16_to_utf8_into` writes ASCII bytes and the UTF-8 encodings of `char`s.
+    unsafe { String::from_utf8_unchecked(utf8) }
+}
+
+/// Appends `text` as UTF-8 to `utf8`, lone surrogates replaced by U+FFFD.
+fn utf16_to_utf8_into(text: &[u16], utf8: &mut Vec<u8>) {
     const CHUNK: usize = 16;
     let n = text.len();
-    let mut utf8 = Vec::with_capacity(n + n / 2);
+    utf8.reserve(n + n / 2);
     let mut buf = [0u8; 4];
     let mut i = 0;
     while i < n {
@@ -139,8 +167,6 @@ fn utf16_to_utf8_lossy(text: &[u16]) -> String {
         utf8.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
         i += width;
     }
-    // SAFETY: `utf8` holds ASCII bytes and the UTF-8 encodings of `char`s, nothing else.
-    unsafe { String::from_utf8_unchecked(utf8) }
 }
 
 /// Number of tokens of `text`.
