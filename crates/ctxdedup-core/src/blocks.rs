@@ -40,6 +40,7 @@
 )]
 
 use ahash::{AHashMap, RandomState};
+use std::collections::hash_map::Entry;
 
 /// Occurrences remembered per window: the earliest and the most recent ones. Each scan position
 /// extends all of them (the longest run wins), so work stays linear with this factor.
@@ -52,6 +53,8 @@ const RETRY_BUDGET_BASE: usize = 1 << 16;
 const NONE: u32 = u32::MAX;
 /// Odd multiplier of the rolling window hash.
 const ROLL: u64 = 0x9E37_79B9_7F4A_7C15;
+/// Odd multiplier that mixes a numbered line's format into its key.
+const MIX: u64 = 0xD6E8_FEB8_6659_FD93;
 /// The longest number a line-number prefix may carry (9 digits).
 const MAX_LINE_NUMBER_DIGITS: usize = 9;
 /// Leading spaces a line-number prefix may carry.
@@ -178,7 +181,7 @@ impl Template {
 
     fn render(&self, values: &RefValues<'_>, out: &mut Vec<u16>) {
         out.clear();
-        let number = |out: &mut Vec<u16>, n: usize| out.extend(n.to_string().encode_utf16());
+        let number = |out: &mut Vec<u16>, n: usize| push_decimal(n, out);
         for part in &self.parts {
             match part {
                 Part::Text(t) => out.extend_from_slice(t),
@@ -193,6 +196,22 @@ impl Template {
             }
         }
     }
+}
+
+/// Appends the decimal digits of `n` to `out`.
+fn push_decimal(n: usize, out: &mut Vec<u16>) {
+    let mut digits = [0u16; 20];
+    let mut at = digits.len();
+    let mut n = n;
+    loop {
+        at -= 1;
+        digits[at] = b'0' as u16 + (n % 10) as u16;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
 }
 
 struct RefValues<'a> {
@@ -319,6 +338,35 @@ struct Processed {
     out_line: Vec<u32>,
 }
 
+/// Calls `f(start, end)` for each line of `text` (split on `\n`), in order.
+fn for_each_line(text: &[u16], mut f: impl FnMut(usize, usize)) {
+    const CHUNK: usize = 16;
+    let newline = b'\n' as u16;
+    let (mut start, mut i) = (0, 0);
+    // A mask of the line breaks of each chunk of 16 units (the compiler vectorizes it).
+    while let Some(chunk) = text.get(i..i + CHUNK) {
+        let chunk: &[u16; CHUNK] = chunk.try_into().expect("a chunk of CHUNK units");
+        let mut mask = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |m, (k, &u)| m | (u32::from(u == newline) << k));
+        while mask != 0 {
+            let at = i + mask.trailing_zeros() as usize;
+            f(start, at);
+            start = at + 1;
+            mask &= mask - 1;
+        }
+        i += CHUNK;
+    }
+    for (k, &u) in text.iter().enumerate().skip(i) {
+        if u == newline {
+            f(start, k);
+            start = k + 1;
+        }
+    }
+    f(start, text.len());
+}
+
 /// Parses a line-number prefix: `(number, width, separator, prefix length)`.
 pub fn parse_line_number(line: &[u16]) -> Option<(u32, u32, u16, usize)> {
     let pad = line
@@ -350,11 +398,11 @@ pub fn parse_line_number(line: &[u16]) -> Option<(u32, u32, u16, usize)> {
 
 /// The prefix `format(width, separator, number)` of a numbered line, appended to `out`.
 pub fn format_line_number(width: u32, separator: u16, number: u32, out: &mut Vec<u16>) {
-    let digits = number.to_string();
-    for _ in digits.len()..width as usize {
+    let digits = number.checked_ilog10().map_or(1, |d| d as usize + 1);
+    for _ in digits..width as usize {
         out.push(b' ' as u16);
     }
-    out.extend(digits.encode_utf16());
+    push_decimal(number as usize, out);
     out.push(separator);
 }
 
@@ -371,9 +419,11 @@ struct Pass<'a, 'c> {
     /// Token counts of replaced runs, by what determines their text:
     /// `(target, target line, lines, mode, first number, format)`.
     run_tokens: AHashMap<SpanKey, usize>,
-    /// Token counts of run segments (see [`starts_segment`]), by their text: a line replaced
-    /// again in another run is not counted again.
-    segment_tokens: AHashMap<&'c [u16], u32>,
+    /// Token counts of run segments (see [`starts_segment`]) by a hash of their lines, with
+    /// their text: a line replaced again in another run is not counted again.
+    segment_tokens: AHashMap<u64, (&'c [u16], u32)>,
+    /// The window hashes of the message being processed (reused).
+    window_buffers: (Vec<u64>, Vec<u64>),
 }
 
 /// A confirmed run: `len` lines from line `i` equal `len` lines from line `j` of `target`.
@@ -389,29 +439,37 @@ struct Run {
 }
 
 /// Verbatim occurrences of one window: the earliest (within the lookback), then the most recent.
+/// Free slots hold message [`NONE`] (24 bytes an entry with the key: a denser index).
 #[derive(Debug, Clone, Copy)]
 struct Candidates {
     at: [(u32, u32); CANDIDATES],
-    len: u8,
 }
 
 impl Candidates {
     fn one(at: (u32, u32)) -> Self {
-        Candidates {
-            at: [at; CANDIDATES],
-            len: 1,
-        }
+        let mut c = Candidates {
+            at: [(NONE, NONE); CANDIDATES],
+        };
+        c.at[0] = at;
+        c
+    }
+
+    fn len(&self) -> usize {
+        self.at
+            .iter()
+            .position(|&(m, _)| m == NONE)
+            .unwrap_or(CANDIDATES)
     }
 
     fn list(&self) -> &[(u32, u32)] {
-        &self.at[..self.len as usize]
+        &self.at[..self.len()]
     }
 
     /// Adds an occurrence: it fills a free slot, or replaces the oldest but the earliest.
     fn add(&mut self, at: (u32, u32)) {
-        if (self.len as usize) < CANDIDATES {
-            self.at[self.len as usize] = at;
-            self.len += 1;
+        let len = self.len();
+        if len < CANDIDATES {
+            self.at[len] = at;
         } else {
             self.at.copy_within(2.., 1);
             self.at[CANDIDATES - 1] = at;
@@ -421,13 +479,15 @@ impl Candidates {
     /// Drops occurrences in messages before `oldest`.
     fn retain_from(&mut self, oldest: usize) {
         let mut kept = 0;
-        for k in 0..self.len as usize {
+        for k in 0..self.len() {
             if self.at[k].0 as usize >= oldest {
                 self.at[kept] = self.at[k];
                 kept += 1;
             }
         }
-        self.len = kept as u8;
+        for slot in &mut self.at[kept..] {
+            *slot = (NONE, NONE);
+        }
     }
 }
 
@@ -454,9 +514,8 @@ enum Mode {
 impl<'a, 'c> Pass<'a, 'c> {
     fn lines_of(&self, m: usize) -> Vec<Line> {
         let text = self.conv.contents[m];
-        let mut lines = Vec::new();
-        let mut start = 0usize;
-        let mut push = |start: usize, end: usize| {
+        let mut lines = Vec::with_capacity(text.len() / 32 + 1);
+        let push = |start: usize, end: usize| {
             let line = &text[start..end];
             let parsed = if self.options.line_numbers {
                 parse_line_number(line)
@@ -467,11 +526,12 @@ impl<'a, 'c> Pass<'a, 'c> {
                 Some((n, w, s, len)) => (n, (w << 16) | u32::from(s), start + len),
                 None => (NONE, 0, start),
             };
-            let key = self.hasher.hash_one((format, &text[rest..end]));
-            let plain_key = if format == 0 {
-                key
+            // One hash of the text; a numbered line's key mixes its format in.
+            let plain_key = self.hasher.hash_one(&text[rest..end]);
+            let key = if format == 0 {
+                plain_key
             } else {
-                self.hasher.hash_one((0u32, &text[rest..end]))
+                (plain_key ^ u64::from(format).wrapping_mul(ROLL)).wrapping_mul(MIX)
             };
             lines.push(Line {
                 start: start as u32,
@@ -483,23 +543,17 @@ impl<'a, 'c> Pass<'a, 'c> {
                 plain_key,
             });
         };
-        for (i, &u) in text.iter().enumerate() {
-            if u == b'\n' as u16 {
-                push(start, i);
-                start = i + 1;
-            }
-        }
-        push(start, text.len());
+        for_each_line(text, push);
         lines
     }
 
-    /// Rolling hashes of every window of `min_lines` lines.
-    fn windows(&self, lines: &[Line], key: fn(&Line) -> u64) -> Vec<u64> {
+    /// Rolling hashes of every window of `min_lines` lines, into `out` (cleared first).
+    fn windows(&self, lines: &[Line], key: fn(&Line) -> u64, out: &mut Vec<u64>) {
+        out.clear();
         let k = self.options.min_lines;
         if lines.len() < k {
-            return Vec::new();
+            return;
         }
-        let mut out = Vec::with_capacity(lines.len() - k + 1);
         let mut h = 0u64;
         for (i, line) in lines.iter().enumerate() {
             if i >= k {
@@ -510,7 +564,6 @@ impl<'a, 'c> Pass<'a, 'c> {
                 out.push(h);
             }
         }
-        out
     }
 
     fn in_lookback(&self, m: usize, target: usize) -> bool {
@@ -629,13 +682,14 @@ impl<'a, 'c> Pass<'a, 'c> {
         refs: &mut Vec<BlockRef>,
     ) {
         let lines = self.lines_of(m);
-        let windows = self.windows(&lines, |l| l.key);
+        let (mut windows, mut renumber) = std::mem::take(&mut self.window_buffers);
+        self.windows(&lines, |l| l.key, &mut windows);
         // Numbered lines may also repeat unnumbered ones: their text as a plain line's.
-        let renumber = if self.conv.eligible[m] && lines.iter().any(|l| l.format != 0) {
-            self.windows(&lines, |l| l.plain_key)
+        if self.conv.eligible[m] && lines.iter().any(|l| l.format != 0) {
+            self.windows(&lines, |l| l.plain_key, &mut renumber);
         } else {
-            Vec::new()
-        };
+            renumber.clear();
+        }
         let k = self.options.min_lines;
         let n = lines.len();
         let mut out_line = vec![NONE; n];
@@ -700,11 +754,13 @@ impl<'a, 'c> Pass<'a, 'c> {
             }
         }
         self.done[m] = Some(Processed { lines, out_line });
+        self.window_buffers = (windows, renumber);
     }
 
     /// Tokens of the run `lines` of `text` (consecutive lines): the sum of the counts of its
     /// segments, the text between the lines that start a segment ([`starts_segment`]), each
-    /// counted once per pass.
+    /// distinct segment counted once per pass. Segments are looked up by a hash of their lines'
+    /// hashes and numbers (which determine a line's text) and confirmed by comparing the text.
     fn count_run(
         &mut self,
         text: &'c [u16],
@@ -712,22 +768,43 @@ impl<'a, 'c> Pass<'a, 'c> {
         count_tokens: &(dyn Fn(&[u16]) -> usize + Sync),
     ) -> usize {
         let mut total = 0;
-        let mut start = lines[0].start as usize;
-        let last = lines[lines.len() - 1].end as usize;
-        let mut segment = |start: usize, end: usize| {
-            let piece = &text[start..end];
-            *self
-                .segment_tokens
-                .entry(piece)
-                .or_insert_with(|| count_tokens(piece) as u32) as usize
-        };
-        for line in &lines[1..] {
-            if starts_segment(text, line.start as usize) {
-                total += segment(start, line.start as usize);
-                start = line.start as usize;
+        let (mut start, mut key) = (lines[0].start as usize, 0u64);
+        for (t, line) in lines.iter().enumerate() {
+            let at = line.start as usize;
+            if t > 0 && starts_segment(text, at) {
+                // This segment ends with its line break.
+                total += self.segment(&text[start..at], key, count_tokens);
+                (start, key) = (at, 0);
+            }
+            key = (key.rotate_left(29) ^ line.key ^ u64::from(line.number).wrapping_mul(ROLL))
+                .wrapping_mul(ROLL);
+        }
+        let end = lines[lines.len() - 1].end as usize;
+        total + self.segment(&text[start..end], key ^ 1, count_tokens)
+    }
+
+    /// Tokens of `piece`, a segment whose lines hash to `key`.
+    fn segment(
+        &mut self,
+        piece: &'c [u16],
+        key: u64,
+        count_tokens: &(dyn Fn(&[u16]) -> usize + Sync),
+    ) -> usize {
+        match self.segment_tokens.entry(key) {
+            Entry::Occupied(known) => {
+                let &(text, tokens) = known.get();
+                if text == piece {
+                    tokens as usize
+                } else {
+                    count_tokens(piece) // another segment with the same hash: rare
+                }
+            }
+            Entry::Vacant(slot) => {
+                let tokens = count_tokens(piece);
+                slot.insert((piece, tokens as u32));
+                tokens
             }
         }
-        total + segment(start, last)
     }
 
     /// The reference for `run`, if it is long enough and net positive.
@@ -852,16 +929,22 @@ pub fn dedupe_blocks(
     if options.min_lines == 0 {
         return Err("min_lines must be at least 1".into());
     }
+    // About one window per 64 units of text: most tables never grow.
+    let units: usize = (0..n)
+        .filter(|&m| conv.source[m] || conv.eligible[m])
+        .map(|m| conv.contents[m].len())
+        .sum();
     let mut pass = Pass {
         conv,
         options,
         hasher: RandomState::new(),
-        index: AHashMap::new(),
+        index: AHashMap::with_capacity(units / 64),
         done: (0..n).map(|_| None).collect(),
         top: (1..options.min_lines).fold(1u64, |p, _| p.wrapping_mul(ROLL)),
         scratch: Vec::new(),
         run_tokens: AHashMap::new(),
         segment_tokens: AHashMap::new(),
+        window_buffers: (Vec::new(), Vec::new()),
     };
     let mut refs = Vec::new();
     for m in 0..n {

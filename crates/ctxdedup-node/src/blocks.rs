@@ -130,6 +130,15 @@ fn tokens_o200k(units: &[u16]) -> usize {
     ctxdedup_core::tokens::count_utf16(ctxdedup_core::tokens::Encoding::O200kBase, units)
 }
 
+impl Drop for BlockJob {
+    /// The copied contents' buffers go back to the pool: the next call reuses their pages.
+    fn drop(&mut self) {
+        for arena in [&mut self.contents, &mut self.ids] {
+            crate::strings::buffer_pool::give_back(std::mem::take(arena).into_buffer());
+        }
+    }
+}
+
 fn slices(arena: &Utf16Arena) -> Vec<&[u16]> {
     (0..ctxdedup_core::Utf16Source::count(arena))
         .map(|i| arena.get(i))
