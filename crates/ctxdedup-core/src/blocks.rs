@@ -1430,6 +1430,22 @@ mod tests {
         }
     }
 
+    proptest! {
+        /// The chunked line scan finds the lines `split` finds; decimal formatting matches
+        /// `to_string`.
+        #[test]
+        fn fast_paths_match_the_slow_ones(picks in prop::collection::vec(0usize..4, 0..80), n in any::<u32>(), width in 0u32..12) {
+            let text: Vec<u16> = picks.iter().map(|&p| [b'a', b'\n', b' ', b'\r'][p] as u16).collect();
+            let mut lines = Vec::new();
+            for_each_line(&text, |s, e| lines.push(text[s..e].to_vec()));
+            let expected: Vec<Vec<u16>> = text.split(|&u| u == b'\n' as u16).map(<[u16]>::to_vec).collect();
+            prop_assert_eq!(lines, expected);
+            let mut out = Vec::new();
+            format_line_number(width, b':' as u16, n, &mut out);
+            prop_assert_eq!(String::from_utf16_lossy(&out), format!("{:>w$}:", n, w = width as usize));
+        }
+    }
+
     // ---- segments: the real token counts split where `starts_segment` says ----
 
     /// Units that matter to the pre-tokenizers around a line break: letters (with a contraction),
