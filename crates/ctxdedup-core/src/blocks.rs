@@ -53,8 +53,18 @@ const RETRY_BUDGET_BASE: usize = 1 << 16;
 const NONE: u32 = u32::MAX;
 /// Odd multiplier of the rolling window hash.
 const ROLL: u64 = 0x9E37_79B9_7F4A_7C15;
-/// Odd multiplier that mixes a numbered line's format into its key.
+/// Odd multiplier that mixes a numbered line's format into its key, and its inverse mod 2^64.
 const MIX: u64 = 0xD6E8_FEB8_6659_FD93;
+const MIX_INVERSE: u64 = {
+    // Newton's iteration doubles the correct low bits each step: 3 -> 6 -> ... -> 96 >= 64.
+    let mut inverse = MIX;
+    let mut step = 0;
+    while step < 5 {
+        inverse = inverse.wrapping_mul(2u64.wrapping_sub(MIX.wrapping_mul(inverse)));
+        step += 1;
+    }
+    inverse
+};
 /// The longest number a line-number prefix may carry (9 digits).
 const MAX_LINE_NUMBER_DIGITS: usize = 9;
 /// Leading spaces a line-number prefix may carry.
@@ -325,15 +335,24 @@ struct Line {
     number: u32,
     /// `width << 16 | separator` of a numbered line, 0 otherwise.
     format: u32,
-    /// Hash of `format` and the comparison text.
+    /// Hash of `format` and the comparison text (see [`Line::plain_key`]).
     key: u64,
+}
+
+impl Line {
     /// Hash of the comparison text as an unnumbered line's (`key` for unnumbered lines): finds
-    /// unnumbered targets of a numbered run.
-    plain_key: u64,
+    /// unnumbered targets of a numbered run. `key` mixes the format into it invertibly.
+    fn plain_key(&self) -> u64 {
+        if self.format == 0 {
+            self.key
+        } else {
+            self.key.wrapping_mul(MIX_INVERSE) ^ u64::from(self.format).wrapping_mul(ROLL)
+        }
+    }
 }
 
 struct Processed {
-    lines: Vec<Line>,
+    lines: Box<[Line]>,
     /// Output line of each input line, or [`NONE`] when replaced.
     out_line: Vec<u32>,
 }
@@ -424,6 +443,8 @@ struct Pass<'a, 'c> {
     segment_tokens: AHashMap<u64, (&'c [u16], u32)>,
     /// The window hashes of the message being processed (reused).
     window_buffers: (Vec<u64>, Vec<u64>),
+    /// The lines of the message being split (reused).
+    line_buffer: Vec<Line>,
 }
 
 /// A confirmed run: `len` lines from line `i` equal `len` lines from line `j` of `target`.
@@ -512,9 +533,11 @@ enum Mode {
 }
 
 impl<'a, 'c> Pass<'a, 'c> {
-    fn lines_of(&self, m: usize) -> Vec<Line> {
+    /// The lines of message `m`, exactly sized (built in `buffer`).
+    fn lines_of(&self, m: usize, buffer: &mut Vec<Line>) -> Box<[Line]> {
         let text = self.conv.contents[m];
-        let mut lines = Vec::with_capacity(text.len() / 32 + 1);
+        buffer.clear();
+        let lines = buffer;
         let push = |start: usize, end: usize| {
             let line = &text[start..end];
             let parsed = if self.options.line_numbers {
@@ -527,7 +550,7 @@ impl<'a, 'c> Pass<'a, 'c> {
                 None => (NONE, 0, start),
             };
             // One hash of the text; a numbered line's key mixes its format in.
-            let plain_key = self.hasher.hash_one(&text[rest..end]);
+            let plain_key: u64 = self.hasher.hash_one(&text[rest..end]);
             let key = if format == 0 {
                 plain_key
             } else {
@@ -540,11 +563,10 @@ impl<'a, 'c> Pass<'a, 'c> {
                 number,
                 format,
                 key,
-                plain_key,
             });
         };
         for_each_line(text, push);
-        lines
+        lines.as_slice().into()
     }
 
     /// Rolling hashes of every window of `min_lines` lines, into `out` (cleared first).
@@ -681,12 +703,14 @@ impl<'a, 'c> Pass<'a, 'c> {
         count_tokens: &(dyn Fn(&[u16]) -> usize + Sync),
         refs: &mut Vec<BlockRef>,
     ) {
-        let lines = self.lines_of(m);
+        let mut buffer = std::mem::take(&mut self.line_buffer);
+        let lines = self.lines_of(m, &mut buffer);
+        self.line_buffer = buffer;
         let (mut windows, mut renumber) = std::mem::take(&mut self.window_buffers);
         self.windows(&lines, |l| l.key, &mut windows);
         // Numbered lines may also repeat unnumbered ones: their text as a plain line's.
         if self.conv.eligible[m] && lines.iter().any(|l| l.format != 0) {
-            self.windows(&lines, |l| l.plain_key, &mut renumber);
+            self.windows(&lines, Line::plain_key, &mut renumber);
         } else {
             renumber.clear();
         }
@@ -945,6 +969,7 @@ pub fn dedupe_blocks(
         run_tokens: AHashMap::new(),
         segment_tokens: AHashMap::new(),
         window_buffers: (Vec::new(), Vec::new()),
+        line_buffer: Vec::new(),
     };
     let mut refs = Vec::new();
     for m in 0..n {
@@ -1428,6 +1453,11 @@ mod tests {
             let (refs, _) = case.run(&small(1, 0));
             prop_assert!(refs.is_empty());
         }
+    }
+
+    #[test]
+    fn mix_inverse_inverts() {
+        assert_eq!(MIX.wrapping_mul(MIX_INVERSE), 1);
     }
 
     proptest! {
