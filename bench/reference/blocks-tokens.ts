@@ -22,7 +22,7 @@ export function jsTokenCounter(): RefTokenCounter {
 
 interface NativeTokens {
   countTokens(text: string, encoding: number): number;
-  countTokensBatch(texts: string[], encoding: string): Uint32Array;
+  countTokensBatch(texts: string[], encoding: number): Uint32Array;
 }
 
 /** The addon's o200k_base counter (the one the native pass uses), one call per text. */
@@ -33,5 +33,5 @@ export function nativeTokenCounter(): RefTokenCounter {
 
 /** The addon's o200k_base counts of many texts in one call. */
 export function nativeTokenCounts(texts: string[]): Uint32Array {
-  return (native as unknown as NativeTokens).countTokensBatch(texts, 'o200k_base');
+  return (native as unknown as NativeTokens).countTokensBatch(texts, 0); // 0: o200k_base
 }
