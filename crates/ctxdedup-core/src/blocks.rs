@@ -986,8 +986,9 @@ type SpanKey = (u32, u32, u32, u8, u32, u32);
 
 /// Whether the line starting at `at` (just after a `\n` of `text`) starts a *segment*: a place
 /// where the o200k_base and cl100k_base counts split, `tokens(text[s..e]) = tokens(text[s..at]) +
-/// tokens(text[at..e])` for any `s < at < e`, because both pre-tokenizers put a piece boundary
-/// at `at` in all three texts and BPE never merges across pieces. That holds when the line
+/// tokens(text[at..e])` for any line start `s < at` and line end `e > at`, because both
+/// pre-tokenizers put a piece boundary at `at` in all three texts and BPE never merges across
+/// pieces. That holds when the line
 /// starts with a printable ASCII character other than `/`, or with spaces and tabs followed by a
 /// printable ASCII character, or with a non-ASCII character that is not whitespace (JavaScript
 /// `\s`; U+0085 is treated as whitespace too, to be safe).
