@@ -34,11 +34,7 @@
 //! segment counted once per pass. The whole pass is linear in the input, whatever the options.
 
 // Per-site `#[expect]`s wait for the block-speed rework of this module (issue 13 item 7).
-#![expect(
-    clippy::cast_possible_truncation,
-    reason = "line numbers, widths and offsets of one conversation fit u32; u16 units below 0x80 fit u8; the low bits of hashes pick slots"
-)]
-
+use crate::to_u32;
 use ahash::{AHashMap, RandomState};
 use std::collections::hash_map::Entry;
 
@@ -143,7 +139,7 @@ impl Template {
                 let is_name = |n: &[u16]| {
                     !n.is_empty()
                         && n.iter()
-                            .all(|&u| u < 128 && (u as u8).is_ascii_alphanumeric())
+                            .all(|&u| u8::try_from(u).is_ok_and(|b| b.is_ascii_alphanumeric()))
                 };
                 if let Some(name) = name.filter(|n| is_name(n)) {
                     let field = Field::ALL
@@ -215,7 +211,12 @@ fn push_decimal(n: usize, out: &mut Vec<u16>) {
     let mut n = n;
     loop {
         at -= 1;
-        digits[at] = b'0' as u16 + (n % 10) as u16;
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "n % 10 is one decimal digit"
+        )]
+        let digit = (n % 10) as u16;
+        digits[at] = u16::from(b'0') + digit;
         n /= 10;
         if n == 0 {
             break;
@@ -411,7 +412,7 @@ pub fn parse_line_number(line: &[u16]) -> Option<(u32, u32, u16, usize)> {
     let number = line[pad..pad + digits]
         .iter()
         .fold(0u32, |n, &d| n * 10 + u32::from(d - b'0' as u16));
-    let width = if pad == 0 { 0 } else { (pad + digits) as u32 };
+    let width = if pad == 0 { 0 } else { to_u32(pad + digits) };
     Some((number, width, sep, pad + digits + 1))
 }
 
@@ -557,9 +558,9 @@ impl<'a, 'c> Pass<'a, 'c> {
                 (plain_key ^ u64::from(format).wrapping_mul(ROLL)).wrapping_mul(MIX)
             };
             lines.push(Line {
-                start: start as u32,
-                end: end as u32,
-                rest: rest as u32,
+                start: to_u32(start),
+                end: to_u32(end),
+                rest: to_u32(rest),
                 number,
                 format,
                 key,
@@ -625,14 +626,14 @@ impl<'a, 'c> Pass<'a, 'c> {
                 Mode::Numbered => {
                     a.format == first.format
                         && b.format == first.format
-                        && a.number == first.number.wrapping_add(t as u32)
-                        && b.number == tfirst.number.wrapping_add(t as u32)
+                        && a.number == first.number.wrapping_add(to_u32(t))
+                        && b.number == tfirst.number.wrapping_add(to_u32(t))
                         && text[a.rest as usize..a.end as usize]
                             == ttext[b.rest as usize..b.end as usize]
                 }
                 Mode::Renumbered => {
                     a.format == first.format
-                        && a.number == first.number.wrapping_add(t as u32)
+                        && a.number == first.number.wrapping_add(to_u32(t))
                         && text[a.rest as usize..a.end as usize]
                             == ttext[b.start as usize..b.end as usize]
                 }
@@ -646,7 +647,7 @@ impl<'a, 'c> Pass<'a, 'c> {
     }
 
     fn insert_window(&mut self, m: usize, line: usize, hash: u64) {
-        let at = (m as u32, line as u32);
+        let at = (to_u32(m), to_u32(line));
         let oldest = self.options.lookback.map(|l| m.saturating_sub(l));
         self.index
             .entry(hash)
@@ -825,7 +826,7 @@ impl<'a, 'c> Pass<'a, 'c> {
             }
             Entry::Vacant(slot) => {
                 let tokens = count_tokens(piece);
-                slot.insert((piece, tokens as u32));
+                slot.insert((piece, to_u32(tokens)));
                 tokens
             }
         }
@@ -896,9 +897,9 @@ impl<'a, 'c> Pass<'a, 'c> {
                 lines[i].number
             };
             let span = (
-                target as u32,
-                j as u32,
-                len as u32,
+                to_u32(target),
+                to_u32(j),
+                to_u32(len),
                 mode as u8,
                 first,
                 lines[i].format,
@@ -1095,12 +1096,17 @@ pub fn expand(outputs: &[Vec<u16>], refs: &[BlockRef]) -> Vec<Vec<u16>> {
                                 format_line_number(
                                     n.width,
                                     n.separator,
-                                    target_first + t as u32,
+                                    target_first + to_u32(t),
                                     &mut prefix,
                                 );
                             }
                             let mut line = Vec::new();
-                            format_line_number(n.width, n.separator, n.first + t as u32, &mut line);
+                            format_line_number(
+                                n.width,
+                                n.separator,
+                                n.first + to_u32(t),
+                                &mut line,
+                            );
                             line.extend_from_slice(&source[prefix.len()..]);
                             expanded.push(line);
                         }
@@ -1130,7 +1136,7 @@ mod tests {
         let mut n = 0;
         let mut in_word = false;
         for &c in t {
-            let word = c < 128 && (c as u8).is_ascii_alphanumeric();
+            let word = u8::try_from(c).is_ok_and(|b| b.is_ascii_alphanumeric());
             if !word || !in_word {
                 n += 1;
             }

@@ -27,11 +27,6 @@
 //! times; the backtracking encoder is linear in the piece length).
 
 // Per-site `#[expect]`s wait for the block-speed rework of this module (issue 13 item 7).
-#![expect(
-    clippy::cast_possible_truncation,
-    reason = "piece lengths and cache keys of one text fit u32; u16 units below 0x80 fit u8; the low bits of hashes pick slots"
-)]
-
 use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -116,6 +111,10 @@ fn utf16_to_utf8_lossy(text: &[u16]) -> String {
 }
 
 /// Appends `text` as UTF-8 to `utf8`, lone surrogates replaced by U+FFFD.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "UTF-8 encoding: each byte is a masked or shifted part of a code point, and ASCII chunks are checked below 0x80"
+)]
 fn utf16_to_utf8_into(text: &[u16], utf8: &mut Vec<u8>) {
     const CHUNK: usize = 16;
     let n = text.len();
@@ -229,7 +228,7 @@ fn lookup<K: Copy + Eq>(set: &mut [(K, u32); 2], key: K, count: impl FnOnce() ->
     }
     let n = count();
     set[1] = set[0];
-    set[0] = (key, n as u32);
+    set[0] = (key, crate::to_u32(n));
     n
 }
 
@@ -250,10 +249,18 @@ fn short_key(bytes: &[u8]) -> u128 {
 
 /// Fibonacci hashing: the top `bits` bits of `x` times 2^64 / phi.
 #[inline(always)]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the result has `bits` (at most 20) bits"
+)]
 fn slot(x: u64, bits: u32) -> usize {
     (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - bits)) as usize
 }
 
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "keys of 2 to 7 bytes are below 2^59; longer keys are folded to 64 bits only to pick a slot"
+)]
 fn count_piece_cached(bpe: &BytePairEncoding, cache: &mut PieceCache, piece: &str) -> usize {
     let bytes = piece.as_bytes();
     match bytes.len() {
@@ -277,7 +284,7 @@ fn count_piece_cached(bpe: &BytePairEncoding, cache: &mut PieceCache, piece: &st
             if cache.long.len() >= LONG_CAPACITY {
                 cache.long.clear();
             }
-            cache.long.insert(bytes.into(), n as u32);
+            cache.long.insert(bytes.into(), crate::to_u32(n));
             n
         }
         _ => count_piece(bpe, piece),
