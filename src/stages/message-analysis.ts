@@ -222,6 +222,23 @@ const TAG_FIELDS = ['id', 'keepId', 'chars', 'percent'] as const;
  * similarity in whole percent, 100 for exact) are filled in. @internal
  */
 export function referenceTag(templates: Readonly<Record<MatchKind, string>>): (info: ReferenceInfo) => string {
+  // Compiling costs a RegExp and a split per template: a measurable share of a 10-message call,
+  // and callers pass the same few templates call after call.
+  const key = `${templates.exact.length}:${templates.exact}${templates.near}`;
+  let tag = compiledTags.get(key);
+  if (tag === undefined) {
+    if (compiledTags.size >= COMPILED_TAGS_CAP) compiledTags.clear();
+    tag = compileTag(templates);
+    compiledTags.set(key, tag);
+  }
+  return tag;
+}
+
+/** Tag functions by their templates (bounded: see {@link referenceTag}). */
+const compiledTags = new Map<string, (info: ReferenceInfo) => string>();
+const COMPILED_TAGS_CAP = 64;
+
+function compileTag(templates: Readonly<Record<MatchKind, string>>): (info: ReferenceInfo) => string {
   const exact = compileTemplate(templates.exact, TAG_FIELDS);
   const near = compileTemplate(templates.near, TAG_FIELDS);
   return (info) =>

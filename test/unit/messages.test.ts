@@ -363,6 +363,28 @@ describe('dedupeMessages: exact', () => {
     expect(r.messages[0]?.content).toBe(`{keepId}$&$1 -> {chars}$' (${A.length})`);
   });
 
+  it('each call uses its own templates, whatever calls came before (compiled tags are cached)', () => {
+    const input = [msg('a', A), msg('b', A)];
+    const tagOf = (exact?: string): unknown => dedupeMessages(input, exact === undefined ? {} : { reference: { exact } }).messages[0]?.content;
+    const first = tagOf('one {id}');
+    for (let i = 0; i < 70; i++) expect(tagOf(`t${i} {id}`)).toBe(`t${i} a`);
+    expect(tagOf('one {id}')).toBe(first);
+    expect(first).toBe('one a');
+    expect(tagOf()).toBe(dedupeMessages(input).messages[0]?.content);
+    expect(tagOf('{id}\u0000{keepId}')).toBe('a\u0000b');
+    // Two template pairs whose concatenations agree are still told apart.
+    const pair = (exact: string, near: string): unknown =>
+      dedupeMessages([msg('a', A), msg('b', A), msg('c', text('beta')), msg('d', text('beta').replace('line 2', 'line two'))], {
+        near: true,
+        threshold: 0.5,
+        reference: { exact, near },
+      })
+        .messages.map((m) => m.content)
+        .slice(0, 3);
+    expect(pair('E\u0000x', 'N')).toEqual(['E\u0000x', A, 'N']);
+    expect(pair('E', 'x\u0000N')).toEqual(['E', A, 'x\u0000N']);
+  });
+
   it('round-trips through JSON', () => {
     const input = [msg('a', A), msg('b', B, { metadata: { x: [1, 2] } }), msg('c', A), msg('d', text('beta').replace('line 2', 'line two'))];
     const r = dedupeMessages(input, { near: true, keep: 'earliest', threshold: 0.8 });
