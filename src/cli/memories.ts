@@ -56,7 +56,7 @@ export function renderMemoryReport(report: BatchReport): string {
     lines.push(`  cluster ${i + 1}: ${c.members.length} memories, similarity ${range}, ${outcome} → ${c.resultId}`);
     for (const m of c.members) {
       const when = m.timestamp === undefined ? '' : ` ${new Date(m.timestamp).toISOString()}`;
-      const mark = m.id === c.resultId ? '*' : c.removed.includes(m.id) ? '-' : ' ';
+      const mark = m.id === c.resultId ? '*' : c.removedIds.includes(m.id) ? '-' : ' ';
       lines.push(`    ${mark} ${m.id}${when}: ${preview(m.content)}`);
     }
   });
@@ -124,7 +124,7 @@ async function memoriesDedupe(opts: MemoriesDedupeOptions, io: CliIO): Promise<v
     } catch (error) {
       throw new UsageError((error as Error).message);
     }
-    const report = await dedup.deduplicateAll({ dryRun: opts.dryRun, linkage: opts.linkage ?? config.linkage ?? 'single' });
+    const report = await dedup.dedupeAll({ dryRun: opts.dryRun, linkage: opts.linkage ?? config.linkage ?? 'single' });
     await print(io.stdout, opts.json ? `${JSON.stringify(report, null, 2)}\n` : renderMemoryReport(report));
   } catch (error) {
     if (error instanceof RangeError) throw new DataError(spec, undefined, error.message);
