@@ -310,10 +310,14 @@ export class IngestIndex {
     if (near === undefined) return results;
 
     // Near-duplicate mode: the contents this batch brought (or re-sent) against the recent ones.
+    // One candidate per content: its first item that is `new` (its owner), which need not be the
+    // content's first item in the batch (an exact duplicate under another id may come first).
     const heads: number[] = [];
     const candidates: NearCandidate[] = [];
+    const candidateOf = new Map<number, number>();
     for (let i = 0; i < contents.length; i++) {
-      if (first[i] === i && results[i]!.status === 'new') {
+      if (results[i]!.status === 'new' && !candidateOf.has(first[i]!)) {
+        candidateOf.set(first[i]!, i);
         heads.push(i);
         candidates.push({ id: ids[i]!, content: contents[i]! });
       }
@@ -326,8 +330,8 @@ export class IngestIndex {
     });
     if (hitOf.size === 0) return results;
     return results.map((result, i) => {
-      // A repeat of the head inside the batch with the head's id shares the head's decision.
-      const hit = result.status === 'new' ? hitOf.get(first[i]!) : undefined;
+      // A repeat inside the batch with the candidate's id shares the candidate's decision.
+      const hit = result.status === 'new' ? hitOf.get(candidateOf.get(first[i]!)!) : undefined;
       return hit === undefined
         ? result
         : { status: 'duplicate', match: 'near', id: result.id, duplicateOf: hit.duplicateOf, similarity: hit.similarity, sha256: result.sha256 };

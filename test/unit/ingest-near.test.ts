@@ -262,6 +262,35 @@ describe('near-duplicate check: native core vs the pure-JS reference and a naive
     });
   }
 
+  it('an owner re-sending its content after an exact duplicate of it in the same batch re-enters the window', async () => {
+    // Found by the oracle property below: `c` re-sends "" after `a` sent "" (an exact duplicate of
+    // c's) in the same batch; c is new and, no longer in the window, is compared and added again.
+    const batches = [
+      [
+        { id: 'c', content: '' },
+        { id: 'a', content: 'line 0' },
+        { id: 'g', content: '\tline 0' },
+        { id: 'h', content: 'LINE 0' },
+      ],
+      [{ id: 'b', content: 'line 1' }],
+      [
+        { id: 'a', content: '' },
+        { id: 'c', content: '' },
+      ],
+      [
+        { id: 'a', content: 'line 3\nline 1\nline 3' },
+        { id: 'd', content: ' line 0' },
+      ],
+      [{ id: 'h', content: ' line 1\nline 3' }],
+    ];
+    const index = await IngestIndex.open({ store: 'memory', nearDuplicates: { threshold: 0.5, window: 4 } });
+    const got: string[][] = [];
+    for (const batch of batches) got.push(brief(await index.ingest('p', batch)));
+    await index.close();
+    expect(got).toEqual(oracle(batches, 0.5, 4));
+    expect(got[4]).toEqual(['near:a']);
+  });
+
   it('IngestIndex (memory store) decides like the naive oracle over several batches', async () => {
     const item = fc.record({ id: fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'), content });
     await fc.assert(
