@@ -10,63 +10,25 @@
  * @module
  */
 import { dedupeMessages } from '../src/index.js';
+import { type CaseReportBase, runChildCase } from './child-case.js';
 import { ADVERSARIAL_CASES, adversarialCorpus, type AdversarialCase } from './corpus.js';
-import { megaChars, peakRssMb } from './harness.js';
 import { refAnalyzeDuplicates, refAnalyzeFuzzyDuplicates } from './reference/cce.js';
 
 /** What the child reports. */
-export interface CaseReport {
-  case: AdversarialCase;
-  engine: 'native' | 'reference';
-  messages: number;
-  megaChars: number;
-  ms: number;
-  /** Peak RSS after building the corpus (and a GC), before the call. */
-  rssBeforeMb: number;
-  /** Peak RSS after the call: the high-water mark of the whole process. */
-  peakRssMb: number;
+export interface CaseReport extends CaseReportBase<AdversarialCase> {
   exact: number;
   fuzzy: number;
 }
 
-function main(): void {
-  const name = process.argv[2] as AdversarialCase;
-  const engine = process.argv[3] ?? 'native';
-  if (!ADVERSARIAL_CASES.includes(name) || (engine !== 'native' && engine !== 'reference')) {
-    console.error(`usage: adversarial-case.ts <${ADVERSARIAL_CASES.join('|')}> [native|reference]`);
-    process.exit(2);
-  }
-  const messages = adversarialCorpus(name);
-  const gc = (globalThis as { gc?: () => void }).gc;
-  gc?.();
-  const rssBeforeMb = peakRssMb();
+runChildCase('adversarial-case.ts', ADVERSARIAL_CASES, adversarialCorpus, (engine, messages) => {
   const start = performance.now();
-  let exact: number;
-  let fuzzy: number;
   if (engine === 'native') {
     const result = dedupeMessages(messages, { near: true, threshold: 0.85 });
-    exact = result.stats.exactDuplicates;
-    fuzzy = result.stats.nearDuplicates;
-  } else {
-    const n = messages.length;
-    const preserve = new Set(['system']);
-    const exactMap = refAnalyzeDuplicates(messages, n, preserve);
-    exact = exactMap.size;
-    fuzzy = refAnalyzeFuzzyDuplicates(messages, n, preserve, exactMap, 0.85).size;
+    return { ms: performance.now() - start, counts: { exact: result.stats.exactDuplicates, fuzzy: result.stats.nearDuplicates } };
   }
-  const ms = performance.now() - start;
-  const report: CaseReport = {
-    case: name,
-    engine,
-    messages: messages.length,
-    megaChars: megaChars(messages.map((m) => m.content)),
-    ms,
-    rssBeforeMb,
-    peakRssMb: peakRssMb(),
-    exact,
-    fuzzy,
-  };
-  console.log(JSON.stringify(report));
-}
-
-main();
+  const n = messages.length;
+  const preserve = new Set(['system']);
+  const exactMap = refAnalyzeDuplicates(messages, n, preserve);
+  const fuzzy = refAnalyzeFuzzyDuplicates(messages, n, preserve, exactMap, 0.85).size;
+  return { ms: performance.now() - start, counts: { exact: exactMap.size, fuzzy } };
+});

@@ -6,51 +6,25 @@
  * algorithm scales on the same input.
  * @module
  */
-import { spawnSync } from 'node:child_process';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { CaseReport } from './adversarial-case.js';
+import { type CaseEngine, type CaseOutcome, referenceCap, spawnCase } from './child-case.js';
 import { ADVERSARIAL_CASES, type AdversarialCase } from './corpus.js';
 import { formatNumber, type BenchRow } from './harness.js';
 
 const SUITE = 'adversarial';
-const HERE = dirname(fileURLToPath(import.meta.url));
-const CASE_SCRIPT = join(HERE, 'adversarial-case.ts');
 /** Native runs per corpus (median time, max RSS). */
 const NATIVE_RUNS = 3;
 /** A native run longer than this is killed and reported as such. */
 const NATIVE_CAP_S = 120;
 
-type Outcome = { ok: true; report: CaseReport } | { ok: false; reason: string };
-
 /** Runs one child with a hard time limit; only that child is killed on timeout. */
-function runChild(name: AdversarialCase, engine: 'native' | 'reference', capSeconds: number): Outcome {
-  const child = spawnSync(process.execPath, ['--expose-gc', '--import', 'tsx', CASE_SCRIPT, name, engine], {
-    cwd: join(HERE, '..'),
-    encoding: 'utf8',
-    timeout: capSeconds * 1000,
-    killSignal: 'SIGKILL',
-    maxBuffer: 16 * 1024 * 1024,
-  });
-  if (child.error !== undefined && (child.error as NodeJS.ErrnoException).code === 'ETIMEDOUT') {
-    return { ok: false, reason: `killed after ${capSeconds} s` };
-  }
-  const last = child.stdout.trim().split('\n').pop() ?? '';
-  if (child.status !== 0 || !last.startsWith('{')) {
-    return { ok: false, reason: `exit ${String(child.status ?? child.signal)}: ${child.stderr.trim().split('\n').slice(-3).join(' | ')}` };
-  }
-  return { ok: true, report: JSON.parse(last) as CaseReport };
+function runChild(name: AdversarialCase, engine: CaseEngine, capSeconds: number): CaseOutcome<CaseReport> {
+  return spawnCase<CaseReport>('adversarial-case.ts', name, engine, capSeconds);
 }
 
 function median(values: number[]): number {
   const sorted = values.slice().sort((a, b) => a - b);
   return sorted[Math.floor((sorted.length - 1) / 2)] as number;
-}
-
-function referenceCap(): number {
-  const raw = process.env['BENCH_REFERENCE_CAP_S'];
-  const value = raw === undefined ? 60 : Number(raw);
-  return Number.isFinite(value) && value >= 0 ? value : 60;
 }
 
 async function runCase(name: AdversarialCase, capSeconds: number): Promise<BenchRow> {

@@ -11,22 +11,14 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import { dedupeMessages, expandMessages } from '../src/index.js';
+import { type CaseReportBase, runChildCase } from './child-case.js';
 import { BLOCK_ADVERSARIAL_CASES, blockAdversarialCorpus, type BlockAdversarialCase } from './corpus.js';
-import { megaChars, peakRssMb } from './harness.js';
+import { peakRssMb } from './harness.js';
 import { jsTokenCounter } from './reference/blocks-tokens.js';
 import { refDedupeBlocks } from './reference/blocks.js';
 
 /** What the child reports. */
-export interface BlocksCaseReport {
-  case: BlockAdversarialCase;
-  engine: 'native' | 'reference';
-  messages: number;
-  megaChars: number;
-  ms: number;
-  /** Peak RSS after building the corpus (and a GC), before the call. */
-  rssBeforeMb: number;
-  /** Peak RSS after the call: the high-water mark of the whole process. */
-  peakRssMb: number;
+export interface BlocksCaseReport extends CaseReportBase<BlockAdversarialCase> {
   /** Whole-message exact replacements and block references. */
   exact: number;
   references: number;
@@ -35,61 +27,30 @@ export interface BlocksCaseReport {
   expands: boolean;
 }
 
-function main(): void {
-  const name = process.argv[2] as BlockAdversarialCase;
-  const engine = process.argv[3] ?? 'native';
-  if (!BLOCK_ADVERSARIAL_CASES.includes(name) || (engine !== 'native' && engine !== 'reference')) {
-    console.error(`usage: blocks-case.ts <${BLOCK_ADVERSARIAL_CASES.join('|')}> [native|reference]`);
-    process.exit(2);
-  }
-  const messages = blockAdversarialCorpus(name);
-  const count = jsTokenCounter();
-  count('warm up the vocabulary');
-  const gc = (globalThis as { gc?: () => void }).gc;
-  gc?.();
-  const rssBeforeMb = peakRssMb();
-  let exact = 0;
-  let references = 0;
-  let charsSaved = 0;
-  let expands = false;
-  let ms: number;
-  if (engine === 'native') {
-    const start = performance.now();
-    const result = dedupeMessages(messages, { keep: 'earliest', blocks: true });
-    ms = performance.now() - start;
-    exact = result.stats.exactDuplicates;
-    references = result.stats.blockReferences;
-    charsSaved = result.stats.charsSaved;
-    const peak = peakRssMb();
-    expands = isDeepStrictEqual(expandMessages(result.messages), messages);
-    report(peak);
-  } else {
+const count = jsTokenCounter();
+runChildCase(
+  'blocks-case.ts',
+  BLOCK_ADVERSARIAL_CASES,
+  blockAdversarialCorpus,
+  (engine, messages) => {
+    if (engine === 'native') {
+      const start = performance.now();
+      const result = dedupeMessages(messages, { keep: 'earliest', blocks: true });
+      const ms = performance.now() - start;
+      const peak = peakRssMb();
+      const { exactDuplicates: exact, blockReferences: references, charsSaved } = result.stats;
+      return { ms, peakRssMb: peak, counts: { exact, references, charsSaved, expands: isDeepStrictEqual(expandMessages(result.messages), messages) } };
+    }
     const start = performance.now();
     const result = refDedupeBlocks(messages, count);
-    ms = performance.now() - start;
+    const ms = performance.now() - start;
+    const counts = { exact: 0, references: 0, charsSaved: 0, expands: false };
     for (const d of result.decisions) {
-      if (d['kind'] === 'exact') exact++;
-      else references++;
-      charsSaved += d['charsSaved'] as number;
+      if (d['kind'] === 'exact') counts.exact++;
+      else counts.references++;
+      counts.charsSaved += d['charsSaved'] as number;
     }
-    report(peakRssMb());
-  }
-  function report(peak: number): void {
-    const out: BlocksCaseReport = {
-      case: name,
-      engine: engine as 'native' | 'reference',
-      messages: messages.length,
-      megaChars: megaChars(messages.map((m) => m.content)),
-      ms,
-      rssBeforeMb,
-      peakRssMb: peak,
-      exact,
-      references,
-      charsSaved,
-      expands,
-    };
-    console.log(JSON.stringify(out));
-  }
-}
-
-main();
+    return { ms, counts };
+  },
+  () => count('warm up the vocabulary'),
+);

@@ -15,14 +15,13 @@
  *   give every session back, and the total time of exact+blocks against exact+fuzzy.
  * @module
  */
-import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { gunzipSync } from 'node:zlib';
 import { dedupeMessages, expandMessages, type DedupeMessagesOptions, type Message } from '../src/index.js';
 import type { BlocksCaseReport } from './blocks-case.js';
+import { type CaseEngine, type CaseOutcome, referenceCap, spawnCase } from './child-case.js';
 import { BLOCK_ADVERSARIAL_CASES, transcript, type BlockAdversarialCase, type TranscriptMessage } from './corpus.js';
 import { coldMs, formatNumber, megaChars, msRow, type BenchRow } from './harness.js';
 import { jsTokenCounter, nativeTokenCounter, nativeTokenCounts } from './reference/blocks-tokens.js';
@@ -30,7 +29,6 @@ import { refDedupeBlocks, type RefBlocksResult, type RefTokenCounter } from './r
 import { refAnalyzeDuplicates, refAnalyzeFuzzyDuplicates } from './reference/cce.js';
 
 const SUITE = 'blocks';
-const HERE = dirname(fileURLToPath(import.meta.url));
 const SEED = 42;
 
 const EXACT: DedupeMessagesOptions = {};
@@ -250,32 +248,11 @@ function latencyRows(counters: { js: RefTokenCounter }): BenchRow[] {
 // Adversarial corpora, a fresh process per run
 // ---------------------------------------------------------------------------------------------
 
-const CASE_SCRIPT = join(HERE, 'blocks-case.ts');
 const NATIVE_RUNS = 3;
 const NATIVE_CAP_S = 120;
 
-type Outcome = { ok: true; report: BlocksCaseReport } | { ok: false; reason: string };
-
-function runChild(name: BlockAdversarialCase, engine: 'native' | 'reference', capSeconds: number): Outcome {
-  const child = spawnSync(process.execPath, ['--expose-gc', '--import', 'tsx', CASE_SCRIPT, name, engine], {
-    cwd: join(HERE, '..'),
-    encoding: 'utf8',
-    timeout: capSeconds * 1000,
-    killSignal: 'SIGKILL',
-    maxBuffer: 16 * 1024 * 1024,
-  });
-  if (child.error !== undefined && (child.error as NodeJS.ErrnoException).code === 'ETIMEDOUT') return { ok: false, reason: `killed after ${capSeconds} s` };
-  const last = child.stdout.trim().split('\n').pop() ?? '';
-  if (child.status !== 0 || !last.startsWith('{')) {
-    return { ok: false, reason: `exit ${String(child.status ?? child.signal)}: ${child.stderr.trim().split('\n').slice(-3).join(' | ')}` };
-  }
-  return { ok: true, report: JSON.parse(last) as BlocksCaseReport };
-}
-
-function referenceCap(): number {
-  const raw = process.env['BENCH_REFERENCE_CAP_S'];
-  const value = raw === undefined ? 60 : Number(raw);
-  return Number.isFinite(value) && value >= 0 ? value : 60;
+function runChild(name: BlockAdversarialCase, engine: CaseEngine, capSeconds: number): CaseOutcome<BlocksCaseReport> {
+  return spawnCase<BlocksCaseReport>('blocks-case.ts', name, engine, capSeconds);
 }
 
 function adversarialRow(name: BlockAdversarialCase, capSeconds: number): BenchRow {

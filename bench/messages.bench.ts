@@ -109,42 +109,22 @@ async function runSize(count: number): Promise<BenchRow[]> {
   );
   // The reference's Map hashes each content once per fresh string; repeated calls hide that.
   const runs = count >= 100_000 ? 5 : 7;
-  rows.push(
-    msRow(
-      SUITE,
-      `${label} exact: cce analyzeDuplicates, cold`,
-      coldMs(
-        () => clone(messages),
-        (m) => analyzeDuplicates(m, n, PRESERVE),
-        runs,
-      ),
-      coldMs(
-        () => clone(messages),
-        (m) => refAnalyzeDuplicates(m, n, PRESERVE),
-        runs,
-      ),
-      mc,
-      `median of ${runs} fresh inputs`,
-    ),
+  const nativeCold = coldMs(
+    () => clone(messages),
+    (m) => analyzeDuplicates(m, n, PRESERVE),
+    runs,
   );
-  rows.push(
-    msRow(
-      SUITE,
-      `${label} exact: cce analyzeDuplicates vs djb2-bucket reference, cold`,
-      coldMs(
-        () => clone(messages),
-        (m) => analyzeDuplicates(m, n, PRESERVE),
-        runs,
-      ),
-      coldMs(
-        () => clone(messages),
-        (m) => refAnalyzeDuplicatesDjb2(m, n, PRESERVE),
-        runs,
-      ),
-      mc,
-      `median of ${runs} fresh inputs; CCE-style bucketing`,
-    ),
-  );
+  for (const [name, reference, note] of [
+    ['cce analyzeDuplicates, cold', refAnalyzeDuplicates, `median of ${runs} fresh inputs`],
+    ['cce analyzeDuplicates vs djb2-bucket reference, cold', refAnalyzeDuplicatesDjb2, `median of ${runs} fresh inputs; CCE-style bucketing`],
+  ] as const) {
+    const referenceCold = coldMs(
+      () => clone(messages),
+      (m) => reference(m, n, PRESERVE),
+      runs,
+    );
+    rows.push(msRow(SUITE, `${label} exact: ${name}`, nativeCold, referenceCold, mc, note));
+  }
 
   let lastNative: PairResult | undefined;
   let lastReference: PairResult | undefined;

@@ -1,6 +1,7 @@
 /**
  * Small helpers shared by the test files.
  */
+import fc from 'fast-check';
 
 /** Casts a deliberately ill-typed value for bad-input tests. */
 export function unsafe<T>(value: unknown): T {
@@ -16,4 +17,21 @@ export function thrown(f: () => unknown): Error {
     throw new Error(`threw a non-Error: ${String(error)}`);
   }
   throw new Error('did not throw');
+}
+
+/**
+ * Any JavaScript value, the awkward ones included (BigInts, boxed values, Maps, Sets,
+ * null-prototype objects, typed and sparse arrays), for properties over hostile input.
+ */
+export function anyValue(maxDepth?: number): fc.Arbitrary<unknown> {
+  return fc.anything({
+    withBigInt: true,
+    withBoxedValues: true,
+    withMap: true,
+    withSet: true,
+    withNullPrototype: true,
+    withTypedArray: true,
+    withSparseArray: true,
+    ...(maxDepth === undefined ? {} : { maxDepth }),
+  });
 }

@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { MemoryDeduplicator, type MergeFunction } from '../../src/memory/deduplicator.js';
 import type { EmbedFunction } from '../../src/memory/embedding.js';
 import type { MemoryStore, NearestMemory, StoredMemory } from '../../src/memory/store.js';
+import { mulberry32 } from '../../bench/prng.js';
 
 /** Cosine similarity in float64, as the tests expect stores to report it. */
 export function cosine(a: Float32Array, b: Float32Array): number {
@@ -22,14 +23,7 @@ export function cosine(a: Float32Array, b: Float32Array): number {
 
 /** A deterministic pseudo-random generator in [0, 1) (mulberry32), so failures reproduce. */
 export function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  return mulberry32(seed).next;
 }
 
 /** A vector of `dim` values in [-1, 1) from `random`. */

@@ -6,18 +6,10 @@
 import { describe, expect, it } from 'vitest';
 import { native } from '../../src/native.js';
 import { analysisInput, analyzePacked, annotations, FUZZY_EXCLUDED, SUMMARY_PREFIXES, unpack, utf16 } from '../../src/stages/message-analysis.js';
+import { mulberry32 } from '../../bench/prng.js';
 
-/** A small seeded PRNG (mulberry32). */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** A seeded PRNG in [0, 1) (mulberry32, shared with the benchmarks' corpora). */
+const prng = (seed: number): (() => number) => mulberry32(seed).next;
 
 const LINES = ['  Alpha line one', 'beta LINE two', '\tgamma three ', 'ΣΑΣ delta', 'epsilon\r', '', 'zeta 6', 'eta seven', 'theta 8', 'iota nine'];
 
