@@ -5,14 +5,15 @@
  * ctxdedup passes every vector; deliberately wrong implementations each fail a vector that pins
  * the rule they break, and the failure names the vector and shows a readable diff.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
-import { cpSync, existsSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { cpSync, existsSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listSuites, renderValue, runConformance, type ConformanceImpl, type ConformanceReport } from '../../src/conformance/index.js';
 import { dedupeMessages, ResourceLedger, type ResourceLedgerOptions, type ScoredItem } from '../../src/index.js';
 import { deduplicateVia, deduplicateWithReportVia } from '../../src/stages/deduplicate.js';
 import { cli, tempDir } from '../support/cli-helpers.js';
+import { ensureBuilt } from '../support/build.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 const BIN = join(ROOT, 'dist', 'cli', 'main.js');
@@ -301,14 +302,7 @@ describe('ctxdedup doctor', () => {
   describe('the built binary', () => {
     let tmp: { dir: string; cleanup: () => void };
     beforeAll(() => {
-      const newest = Math.max(
-        ...readdirSync(join(ROOT, 'src'), { withFileTypes: true, recursive: true })
-          .filter((e) => e.isFile() && e.name.endsWith('.ts'))
-          .map((e) => statSync(join(e.parentPath, e.name)).mtimeMs),
-      );
-      if (!existsSync(BIN) || statSync(BIN).mtimeMs < newest) {
-        execFileSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.json')], { stdio: 'inherit' });
-      }
+      ensureBuilt(BIN);
       tmp = tempDir('ctxdedup-doctor-');
     }, 120_000);
     afterAll(() => tmp.cleanup());

@@ -13,27 +13,18 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 // @ts-expect-error -- plain ESM generator script without types
 import { writeSessionsJsonl, writeSampleCorpus } from '../../examples/make-corpus.mjs';
 import { tempDir } from '../support/cli-helpers.js';
+import { ensureBuilt } from '../support/build.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 const BIN = join(ROOT, 'dist', 'cli', 'main.js');
 const CHROMIUM = '/usr/bin/chromium';
 const BIG = process.env['CTXDEDUP_BIG_TESTS'] === '1';
 
-function newestSource(dir: string): number {
-  return Math.max(
-    ...readdirSync(dir, { withFileTypes: true, recursive: true })
-      .filter((e) => e.isFile() && e.name.endsWith('.ts'))
-      .map((e) => statSync(join(e.parentPath, e.name)).mtimeMs),
-  );
-}
-
 let tmp: { dir: string; cleanup: () => void };
 
 beforeAll(() => {
-  // Tests run the compiled binary; compile when dist is missing or older than src/.
-  if (!existsSync(BIN) || statSync(BIN).mtimeMs < newestSource(join(ROOT, 'src'))) {
-    execFileSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.json')], { stdio: 'inherit' });
-  }
+  // Tests run the compiled binary.
+  ensureBuilt(BIN);
   tmp = tempDir('ctxdedup-bin-');
 }, 120_000);
 afterAll(() => tmp?.cleanup());

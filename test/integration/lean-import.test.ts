@@ -11,11 +11,12 @@
  *   works.
  * - With no native addon for this platform, the loader names the platform and the package.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join, sep } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensureBuilt } from '../support/build.js';
 import { OPTIONAL_PEERS } from '../../src/optional.js';
 import { tempDir } from '../support/cli-helpers.js';
 
@@ -35,22 +36,11 @@ const SUBPATHS = Object.keys(MANIFEST.exports)
   .filter((key) => key !== '.' && key !== './package.json')
   .map((key) => `ctxdedup${key.slice(1)}`);
 
-function newestSource(dir: string): number {
-  return Math.max(
-    ...readdirSync(dir, { withFileTypes: true, recursive: true })
-      .filter((e) => e.isFile() && e.name.endsWith('.ts'))
-      .map((e) => statSync(join(e.parentPath, e.name)).mtimeMs),
-  );
-}
-
 let tmp: { dir: string; cleanup: () => void };
 
 beforeAll(() => {
-  // The tests import the compiled package; compile when dist is missing or older than src/.
-  const entry = join(ROOT, 'dist', 'index.js');
-  if (!existsSync(entry) || statSync(entry).mtimeMs < newestSource(join(ROOT, 'src'))) {
-    execFileSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.json')], { stdio: 'inherit' });
-  }
+  // The tests import the compiled package.
+  ensureBuilt(join(ROOT, 'dist', 'index.js'));
   tmp = tempDir('ctxdedup-lean-');
 }, 120_000);
 afterAll(() => tmp?.cleanup());
