@@ -114,7 +114,7 @@ describe.skipIf(!available)('onnxEmbedding with all-MiniLM-L6-v2', () => {
       const encode = vi.spyOn(Tokenizer.prototype, 'encode');
       try {
         expect(tokenizer.encode(huge, 256)).toEqual(tokenizer.encode(huge.slice(0, 5000), 256));
-        const seen = encode.mock.calls.reduce((n, [text]) => n + text.length, 0);
+        const seen = encode.mock.calls.reduce((n: number, [text]: [string, ...unknown[]]) => n + text.length, 0);
         expect(seen).toBeLessThan(2 * 5000 + 4 * 2048);
       } finally {
         encode.mockRestore();

@@ -2,6 +2,7 @@
  * Small helpers shared by the test files.
  */
 import fc from 'fast-check';
+import type { MessageDecision, WholeMessageDecision } from '../../src/index.js';
 
 /** Casts a deliberately ill-typed value for bad-input tests. */
 export function unsafe<T>(value: unknown): T {
@@ -33,5 +34,16 @@ export function anyValue(maxDepth?: number): fc.Arbitrary<unknown> {
     withTypedArray: true,
     withSparseArray: true,
     ...(maxDepth === undefined ? {} : { maxDepth }),
+  });
+}
+
+/**
+ * The decisions of a call made without `blocks`: all whole-message ones (fails the test if a
+ * block decision is among them), typed as such.
+ */
+export function wholeDecisions(decisions: readonly MessageDecision[]): WholeMessageDecision[] {
+  return decisions.map((d) => {
+    if (d.kind === 'block') throw new Error(`a block decision in a call without blocks: ${JSON.stringify(d)}`);
+    return d;
   });
 }

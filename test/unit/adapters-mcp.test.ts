@@ -18,6 +18,14 @@ const sha = (data: string | Uint8Array): string => createHash('sha256').update(d
 /** 1 KiB that is not valid UTF-8 (0xff bytes, lone continuation bytes). */
 const BYTES = new Uint8Array(1024).map((_, i) => (i % 7 === 0 ? 0xff : i % 5 === 0 ? 0x80 : i & 0x7f));
 
+/** The embedded resource in block `k` of a tool result, as the SDK's schema reads it (fails unless it is one). */
+function embedded(result: McpToolResult, k: number): { text?: string; blob?: string } {
+  const block = CallToolResultSchema.parse(result).content[k];
+  if (block?.type !== 'resource') throw new Error(`content[${k}] is not an embedded resource: ${JSON.stringify(block)}`);
+  const resource = block.resource;
+  return 'text' in resource ? { text: resource.text } : { blob: resource.blob };
+}
+
 describe('MCP: dedupeMcpClient with a real stdio server (official SDK on both sides)', () => {
   let dir: string;
   let client: DedupedMcpClient;
@@ -54,7 +62,7 @@ describe('MCP: dedupeMcpClient with a real stdio server (official SDK on both si
 
     const first = await read('a.ts');
     expect(first.decision).toMatchObject({ action: 'delivered', reason: 'new', index: 1 });
-    expect((first.result.content[1] as { resource: { text: string } }).resource.text).toBe(sourceFile('alpha'));
+    expect(embedded(first.result, 1).text).toBe(sourceFile('alpha'));
 
     const second = await read('a.ts');
     expect(second.decision).toMatchObject({ action: 'referenced', index: 1, original: { kind: 'tool', turn: 1, tool: 'read_file', callId: 'read_file#1' } });
@@ -71,7 +79,7 @@ describe('MCP: dedupeMcpClient with a real stdio server (official SDK on both si
     writeFileSync(join(dir, 'a.ts'), sourceFile('alpha').replace('line 7 of', 'line seven of'));
     const edited = await read('a.ts');
     expect(edited.decision).toMatchObject({ action: 'delivered', reason: 'changed' });
-    expect((edited.result.content[1] as { resource: { text: string } }).resource.text).toContain('line seven of');
+    expect(embedded(edited.result, 1).text).toContain('line seven of');
 
     const again = await read('a.ts');
     expect(again.decision).toMatchObject({ action: 'referenced', original: { turn: 3 } });
@@ -80,11 +88,11 @@ describe('MCP: dedupeMcpClient with a real stdio server (official SDK on both si
     expect(client.ledger.forgetTurns([3, 4])).toBe(1);
     const afterCompaction = await read('a.ts');
     expect(afterCompaction.decision).toMatchObject({ action: 'delivered' });
-    expect((afterCompaction.result.content[1] as { resource: { text: string } }).resource.text).toContain('line seven of');
+    expect(embedded(afterCompaction.result, 1).text).toContain('line seven of');
 
     const blob = await read('logo.bin', 'read_bytes');
     expect(blob.decision).toMatchObject({ action: 'delivered', reason: 'new', bytes: BYTES.length, sha256: sha(BYTES) });
-    expect((blob.result.content[1] as { resource: { blob: string } }).resource.blob).toBe(Buffer.from(BYTES).toString('base64'));
+    expect(embedded(blob.result, 1).blob).toBe(Buffer.from(BYTES).toString('base64'));
     const blobAgain = await read('logo.bin', 'read_bytes');
     expect(blobAgain.decision).toMatchObject({ action: 'referenced', sha256: sha(BYTES), bytes: BYTES.length });
   });

@@ -301,8 +301,8 @@ describe('CCE option coercion (issue 12)', () => {
     };
     fc.assert(
       fc.property(messagesArb, optionsArb, odd, odd, odd, odd, (m, o, recencyStart, preserveRoles, exactMap, threshold) => {
-        allowed(() => dedupe(unsafe(m), unsafe(o)));
-        allowed(() => dedupe(unsafe(m), unsafe(recencyStart)));
+        allowed(() => dedupe(unsafe<CceMessage[]>(m), unsafe(o)));
+        allowed(() => dedupe(unsafe<CceMessage[]>(m), unsafe(recencyStart)));
         allowed(() => analyzeDuplicates(unsafe(m), unsafe(recencyStart), unsafe(preserveRoles)));
         allowed(() => analyzeFuzzyDuplicates(unsafe(m), unsafe(recencyStart), unsafe(preserveRoles), unsafe(exactMap), unsafe(threshold)));
         allowed(() => analyzeFuzzyDuplicates(messages, unsafe(recencyStart), unsafe(preserveRoles), new Map(), unsafe(threshold)));

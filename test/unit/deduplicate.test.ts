@@ -315,8 +315,10 @@ describe('deduplicate: error messages never fail to build (issue 12)', () => {
   });
 
   it('a hole in scored is undefined at its index and gets the same error', () => {
-    expect(() => deduplicate(unsafe([, { item: { content: 'a' }, score: 1 }]))).toThrow(new TypeError('scored[0] must be an object, got a undefined'));
-    expect(() => deduplicateWithReport(unsafe([{ item: { content: 'a' }, score: 1 }, ,]))).toThrow(
+    expect(() => deduplicate(unsafe<ScoredItem<ContextItem>[]>([, { item: { content: 'a' }, score: 1 }]))).toThrow(
+      new TypeError('scored[0] must be an object, got a undefined'),
+    );
+    expect(() => deduplicateWithReport(unsafe<ScoredItem<ContextItem>[]>([{ item: { content: 'a' }, score: 1 }, ,]))).toThrow(
       new TypeError('scored[1] must be an object, got a undefined'),
     );
   });

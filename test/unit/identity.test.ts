@@ -183,7 +183,7 @@ describe('groupExact', () => {
 });
 
 describe('lengths measured in JavaScript', () => {
-  const exact = { minChars: 1, skipPrefixes: [], keep: 'latest' as const, recencyStart: 0, exact: true };
+  const exact = { minChars: 1, skipPrefixes: [] as Uint16Array[], keep: 'latest' as const, recencyStart: 0, exact: true };
   const fuzzy = { ...exact, fuzzyThreshold: 0.5 };
   const prefixed = { ...exact, skipPrefixes: [Uint16Array.of(0x5b)] };
   const contents = ['x'.repeat(300), 'x'.repeat(300), 'y'.repeat(40), 'y'.repeat(40)];

@@ -16,11 +16,12 @@ import {
   type Message,
   type MessageDecision,
   type ReferenceInfo,
+  type WholeMessageDecision,
 } from '../../src/index.js';
 import { dedupe as dedupeCce } from '../../src/compat/cce.js';
 import { analyze, CCE_SKIP_PREFIXES, jaccard, normalizedLines } from '../support/message-oracle.js';
 import { SHARED } from '../support/shared.js';
-import { thrown, unsafe } from '../support/assertions.js';
+import { thrown, unsafe, wholeDecisions } from '../support/assertions.js';
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -55,7 +56,7 @@ function fill(template: string, info: ReferenceInfo): string {
 function checkResult<M extends Message>(input: readonly M[], result: DedupeMessagesResult<M>, options: DedupeMessagesOptions = {}): DedupeMessagesResult<M> {
   const { messages, verbatim, decisions, stats } = result;
   expect(messages).toHaveLength(input.length);
-  const replaced = new Map(decisions.map((d) => [d.index, d]));
+  const replaced = new Map(wholeDecisions(decisions).map((d) => [d.index, d]));
   expect(replaced.size).toBe(decisions.length);
   // Decisions come in index order.
   decisions.forEach((d, k) => {
@@ -166,7 +167,7 @@ function checkAgainstOracle(input: readonly Message[], result: DedupeMessagesRes
   )
     .filter((a) => !inWindow(a.index))
     .sort((a, b) => a.index - b.index);
-  const got = result.decisions.map((d) => ({ index: d.index, kind: d.kind as string, of: d.duplicateOfIndex, similarity: d.similarity }));
+  const got = wholeDecisions(result.decisions).map((d) => ({ index: d.index, kind: d.kind as string, of: d.duplicateOfIndex, similarity: d.similarity }));
   expect(got).toEqual(expected);
   expect(result.stats.keptInWindow).toBe(exact.length + fuzzy.length - expected.length);
 }
@@ -429,7 +430,7 @@ describe('dedupeMessages: fuzzy', () => {
     const input = [msg('m0', baseText), msg('m1', other), msg('m2', editedText)];
     const r = checkResult(input, dedupeMessages(input, { near: true }));
     expect(r.decisions).toHaveLength(1);
-    const d = r.decisions[0] as MessageDecision;
+    const d = wholeDecisions(r.decisions)[0] as WholeMessageDecision;
     expect(d).toMatchObject({ index: 0, id: 'm0', kind: 'near', duplicateOfIndex: 2, duplicateOfId: 'm2', charsBefore: baseText.length });
     expect(d.similarity).toBe(19 / 21);
     expect(r.messages[0]?.content).toBe(`[ctxdedup: near-duplicate of m2 — ${baseText.length} chars, ~90% match]`);
@@ -469,7 +470,7 @@ describe('dedupeMessages: fuzzy', () => {
     const input = [msg('m0', editedText), msg('m1', editedText), msg('m2', baseText)];
     for (const r of [dedupeMessages(input, { near: true }), await dedupeMessagesAsync(input, { near: true })]) {
       checkResult(input, r);
-      expect(r.decisions.map((d) => [d.id, d.kind, d.duplicateOfId, d.similarity])).toEqual([
+      expect(wholeDecisions(r.decisions).map((d) => [d.id, d.kind, d.duplicateOfId, d.similarity])).toEqual([
         ['m0', 'near', 'm2', 19 / 21],
         ['m1', 'near', 'm2', 19 / 21],
       ]);
@@ -564,7 +565,7 @@ describe('dedupeMessages: Unicode', () => {
   it('U+FEFF and NBSP around lines are trimmed (100% near duplicate); U+0085 is not', () => {
     for (const ws of ['\uFEFF', '\u00A0', '\u3000', '\u2028', '\t', '\u000B']) {
       const r = fuzzyPair(variant((l) => `${ws}${l}${ws}`));
-      expect(r.decisions.map((d) => [d.kind, d.similarity])).toEqual([['near', 1]]);
+      expect(wholeDecisions(r.decisions).map((d) => [d.kind, d.similarity])).toEqual([['near', 1]]);
     }
     for (const ws of ['\u0085', '\u200B', '\u180E', '\u2060']) {
       expect(fuzzyPair(variant((l) => `${ws}${l}`)).decisions).toEqual([]);
@@ -586,7 +587,7 @@ describe('dedupeMessages: Unicode', () => {
     expect(dedupeMessages([msg('a', plain), msg('b', crlf)]).decisions).toEqual([]);
     const r = fuzzyPair(crlf);
     expect(r.decisions).toHaveLength(1);
-    expect(r.decisions[0]?.similarity).toBe(1);
+    expect(wholeDecisions(r.decisions)[0]?.similarity).toBe(1);
     expect(r.messages[0]?.content).toContain('~100% match');
   });
 
@@ -606,7 +607,7 @@ describe('dedupeMessages: Unicode', () => {
     const a = upper + pad;
     const pair = [msg('a', a), msg('b', lowerFinal + pad)];
     const good = checkResult(pair, dedupeMessages(pair, { near: true }));
-    expect(good.decisions.map((d) => d.similarity)).toEqual([1]);
+    expect(wholeDecisions(good.decisions).map((d) => d.similarity)).toEqual([1]);
     const bad = dedupeMessages([msg('a', a), msg('b', lowerMedial + pad)], { near: true, threshold: 0 });
     // Only the padding line is shared: 1 / 21. (Fingerprints differ: never even compared.)
     expect(bad.decisions).toEqual([]);
@@ -619,7 +620,7 @@ describe('dedupeMessages: Unicode', () => {
     expect(lower).toContain('i\u0307stanbul');
     const pair = [msg('a', upper), msg('b', lower)];
     const r = checkResult(pair, dedupeMessages(pair, { near: true }));
-    expect(r.decisions.map((d) => d.similarity)).toEqual([1]);
+    expect(wholeDecisions(r.decisions).map((d) => d.similarity)).toEqual([1]);
     const dotless = lower.replace(/i\u0307/g, 'i');
     expect(dedupeMessages([msg('a', upper), msg('b', dotless)], { near: true }).decisions).toEqual([]);
     // Exact is case-sensitive.

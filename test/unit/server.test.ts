@@ -117,7 +117,7 @@ describe('ctxdedup serve routes (in-process, real HTTP on 127.0.0.1)', () => {
   });
 
   it('answers 401 without the token or with a wrong one, on every route but /healthz', async () => {
-    for (const headers of [{}, { authorization: 'Bearer wrong' }, { authorization: TOKEN }, { authorization: `Basic ${TOKEN}` }]) {
+    for (const headers of [{}, { authorization: 'Bearer wrong' }, { authorization: TOKEN }, { authorization: `Basic ${TOKEN}` }] as Record<string, string>[]) {
       const ingest = await post('/v1/namespaces/docs/items', '[]', { 'content-type': 'application/json', ...headers });
       expect(ingest.status).toBe(401);
       expect((await fetch(`${server.url}/metrics`, { headers })).status).toBe(401);
