@@ -27,9 +27,12 @@ import type { StringEdit } from './splice.js';
 /**
  * What the message stage decided for one session: the texts it rewrote, in message order (a
  * whole-message reference tag, or with blocks the message's new content), and the stage's totals.
+ * A message rewritten by the block pass carries `blockTokensSaved`, the sum of its runs' token
+ * savings as the stage counted them (the report takes them as they are: such a message is not a
+ * repeated content, and counting it whole again would double the tokenizer's work).
  */
 export interface SessionDecisions {
-  rewritten: { index: number; content: string; charsSaved: number }[];
+  rewritten: { index: number; content: string; charsSaved: number; blockTokensSaved?: number }[];
   stats: Pick<MessageDedupStats, 'exactDuplicates' | 'nearDuplicates' | 'keptInWindow' | 'blockReferences' | 'blockCharsSaved'>;
 }
 
@@ -78,10 +81,12 @@ export interface DedupeOutcome {
   keptInWindow: number;
   blocks: number;
   blockCharsSaved: number;
+  /** Tokens the block references saved, net (the stage's per-run figures, summed). */
+  blockTokensSaved: number;
   /** Contents replaced by this session's own dedup. */
   replaced: number;
   charsSaved: number;
-  /** One per replaced content, in edit order, measured. */
+  /** One per content replaced whole (a reference tag), in edit order, measured. */
   replacements: Replaced[];
   /** The verbatim file's edit entries of this session, JSON, comma-separated (with `verbatim`). */
   verbatim?: string;
@@ -99,8 +104,14 @@ function rewrites(r: DedupeMessagesResult): SessionDecisions {
   const rewritten: SessionDecisions['rewritten'] = [];
   for (const d of r.decisions) {
     const last = rewritten[rewritten.length - 1];
-    if (last !== undefined && last.index === d.index) last.charsSaved += d.charsSaved;
-    else rewritten.push({ index: d.index, content: r.messages[d.index]?.content as string, charsSaved: d.charsSaved });
+    if (last !== undefined && last.index === d.index) {
+      last.charsSaved += d.charsSaved;
+      if (d.kind === 'block') last.blockTokensSaved = (last.blockTokensSaved ?? 0) + d.tokensSaved;
+    } else {
+      const rewrite: SessionDecisions['rewritten'][number] = { index: d.index, content: r.messages[d.index]?.content as string, charsSaved: d.charsSaved };
+      if (d.kind === 'block') rewrite.blockTokensSaved = d.tokensSaved;
+      rewritten.push(rewrite);
+    }
   }
   return { rewritten, stats: r.stats };
 }
@@ -183,6 +194,7 @@ export function dedupeHandler(settings: DedupeSettings, engine: DedupeEngine, co
       const replacements: Replaced[] = [];
       const verbatim: string[] = [];
       let charsSaved = 0;
+      let blockTokensSaved = 0;
       const replacedIdx = new Set<number>();
       for (const d of result.rewritten) {
         const unit = units[d.index];
@@ -191,7 +203,8 @@ export function dedupeHandler(settings: DedupeSettings, engine: DedupeEngine, co
         replacedIdx.add(d.index);
         edits.push({ path: unit.path, value: d.content });
         charsSaved += d.charsSaved;
-        replacements.push(meter.measure(before, d.content));
+        if (d.blockTokensSaved === undefined) replacements.push(meter.measure(before, d.content));
+        else blockTokensSaved += d.blockTokensSaved;
         if (settings.verbatim) verbatim.push(JSON.stringify({ path: unit.path, original: before, tag: d.content }));
       }
       let charsBefore = 0;
@@ -208,6 +221,7 @@ export function dedupeHandler(settings: DedupeSettings, engine: DedupeEngine, co
         keptInWindow: result.stats.keptInWindow,
         blocks: result.stats.blockReferences,
         blockCharsSaved: result.stats.blockCharsSaved,
+        blockTokensSaved,
         replaced: edits.length,
         charsSaved,
         replacements,

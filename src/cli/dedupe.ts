@@ -212,7 +212,7 @@ export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise
   // Adds one session up, in input order: its own replacements, then cross-session ones.
   const session = async (file: InputFile, item: SessionResult<DedupeOutcome>, out: Uint8Array): Promise<OutputPatch[] | undefined> => {
     const s = item.outcome;
-    let tokensSaved = 0;
+    let tokensSaved = s.blockTokensSaved;
     for (const rep of s.replacements) tokensSaved += report.record(rep);
     let charsSaved = s.charsSaved;
     let crossCount = 0;
@@ -250,6 +250,7 @@ export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise
       near: s.near,
       blocks: s.blocks,
       blockCharsSaved: s.blockCharsSaved,
+      blockTokensSaved: s.blockTokensSaved,
       cross: crossCount,
       keptInWindow: s.keptInWindow,
     });

@@ -46,9 +46,14 @@ export interface DedupeReport {
   exactDuplicates: number;
   nearDuplicates: number;
   crossSessionDuplicates: number;
-  /** Block references (runs of lines already sent, replaced inside messages) and the characters they saved, net. */
+  /**
+   * Block references (runs of lines already sent, replaced inside messages) and the characters
+   * and tokens they saved, net: the stage's per-run figures (`BlockDecision`), summed. They are
+   * part of `charsSaved` and `tokensSaved`; messages rewritten this way are not in `topRepeated`.
+   */
   blockReferences: number;
   blockCharsSaved: number;
+  blockTokensSaved: number;
   /** Duplicates left in full because they sit in the recency window. */
   keptInWindow: number;
   charsBefore: number;
@@ -297,6 +302,7 @@ export class ReportBuilder {
       crossSessionDuplicates: 0,
       blockReferences: 0,
       blockCharsSaved: 0,
+      blockTokensSaved: 0,
       keptInWindow: 0,
       charsBefore: 0,
       charsAfter: 0,
@@ -357,6 +363,7 @@ export class ReportBuilder {
       keptInWindow: number;
       blocks?: number;
       blockCharsSaved?: number;
+      blockTokensSaved?: number;
     },
   ): void {
     const r = this.report;
@@ -368,6 +375,7 @@ export class ReportBuilder {
     r.crossSessionDuplicates += s.cross;
     r.blockReferences += s.blocks ?? 0;
     r.blockCharsSaved += s.blockCharsSaved ?? 0;
+    r.blockTokensSaved += s.blockTokensSaved ?? 0;
     r.keptInWindow += s.keptInWindow;
     r.charsBefore += s.charsBefore;
     r.charsSaved += s.charsSaved;
@@ -452,7 +460,7 @@ export function renderText(r: DedupeReport): string {
   out.push(
     `  replaced     ${int(r.exactDuplicates)} exact + ${int(r.nearDuplicates)} near duplicates` +
       (r.crossSessionDuplicates > 0 ? ` + ${int(r.crossSessionDuplicates)} cross-session` : '') +
-      (r.blockReferences > 0 ? ` + ${int(r.blockReferences)} line blocks (${int(r.blockCharsSaved)} chars)` : '') +
+      (r.blockReferences > 0 ? ` + ${int(r.blockReferences)} line blocks (${int(r.blockCharsSaved)} chars, ${int(r.blockTokensSaved)} tokens)` : '') +
       (r.keptInWindow > 0 ? ` (${int(r.keptInWindow)} kept in the recency window)` : ''),
   );
   out.push(`  characters   ${int(r.charsBefore)} -> ${int(r.charsAfter)} (${int(r.charsSaved)} saved, ${pct(r.charsSaved, r.charsBefore)})`);
@@ -512,7 +520,7 @@ export function renderHtml(r: DedupeReport): string {
     ['exact duplicates', int(r.exactDuplicates)],
     ['near duplicates', int(r.nearDuplicates)],
     ['cross-session', int(r.crossSessionDuplicates)],
-    ['line blocks', `${int(r.blockReferences)} (${int(r.blockCharsSaved)} chars)`],
+    ['line blocks', `${int(r.blockReferences)} (${int(r.blockCharsSaved)} chars, ${int(r.blockTokensSaved)} tokens)`],
     ['characters saved', `${int(r.charsSaved)} (${pct(r.charsSaved, r.charsBefore)})`],
     ['tokens saved', int(r.tokensSaved)],
     ['throughput', `${t.mbPerSec} MB/s`],

@@ -6,6 +6,8 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import type { DedupeReport } from '../../src/cli/report.js';
+import { dedupeMessages, type Message } from '../../src/index.js';
 import { startServer } from '../../src/server/index.js';
 import { cli, tempDir } from '../support/cli-helpers.js';
 
@@ -36,11 +38,17 @@ describe('CLI --blocks', () => {
       const r = await cli(['dedupe', input, '--keep', 'earliest', '--blocks', '-o', out, '--verbatim', verbatim, '--json']);
       expect(r.stderr).toBe('');
       expect(r.code).toBe(0);
-      const report = JSON.parse(r.stdout) as { blockReferences: number; blockCharsSaved: number; charsSaved: number; exactDuplicates: number };
+      const report = JSON.parse(r.stdout) as DedupeReport;
       expect(report.blockReferences).toBe(1);
       expect(report.exactDuplicates).toBe(0);
       expect(report.blockCharsSaved).toBeGreaterThan(1000);
       expect(report.charsSaved).toBe(report.blockCharsSaved);
+      // Tokens: the stage's own per-run figures, and a block-rewritten message is not a repeated content.
+      const stage = dedupeMessages(session() as Message[], { keep: 'earliest', blocks: true });
+      expect(stage.stats.blockTokensSaved).toBeGreaterThan(100);
+      expect(report.blockTokensSaved).toBe(stage.stats.blockTokensSaved);
+      expect(report.tokensSaved).toBe(stage.stats.blockTokensSaved);
+      expect(report.topRepeated).toEqual([]);
       const written = JSON.parse(readFileSync(out, 'utf8')) as { content: string }[];
       expect(written[3]?.content).toBe('     1\t// header\n[ctxdedup: 30 lines unchanged, = t1 lines 1–30, numbered 2–31 here]');
       const back = join(dir, 'back.json');
