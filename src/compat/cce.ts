@@ -15,9 +15,8 @@ import {
   recencyStartOf,
   referenceTag,
   rewrite,
-  SUMMARY_PREFIXES,
+  SUMMARY_PREFIX_UNITS,
   unpack,
-  utf16,
   type Annotation,
 } from '../stages/message-analysis.js';
 
@@ -90,8 +89,6 @@ export interface CceDedupeResult<M extends CceMessage = CceMessage> {
 }
 
 const CCE_MIN_CHARS = 200;
-/** CCE's skipped prefixes as UTF-16 units, converted once. */
-const CCE_SKIP_PREFIXES = utf16(SUMMARY_PREFIXES);
 /** CCE's reference tags. */
 const CCE_TAG = referenceTag({
   exact: '[cce:dup of {keepId} — {chars} chars]',
@@ -157,7 +154,7 @@ function runPacked(
   }
   const packed = analyzePacked(input.contents, input.lengths, flags, {
     minChars: CCE_MIN_CHARS,
-    skipPrefixes: CCE_SKIP_PREFIXES,
+    skipPrefixes: SUMMARY_PREFIX_UNITS,
     keep: 'latest',
     recencyStart: clampRecencyStart(recencyStart, messages.length),
     exact: passes.exact,

@@ -104,12 +104,33 @@ export function annotations(result: NativeAnalysis): { exact: Annotation[]; fuzz
 /** `flags` bit of a message kept out of the fuzzy pass (bit 0, 1, is "blocked"). @internal */
 export const FUZZY_EXCLUDED = 2;
 
+/**
+ * The packed options of the last call, and the prefixes they were built from: callers pass the
+ * same prefix arrays call after call (ctxdedup/cce a constant, `dedupeMessages` the default's
+ * cached conversion), so only the fixed-size head is rewritten. The native call reads the array
+ * synchronously and keeps nothing of it, so reusing it between calls is safe.
+ */
+let lastParams: { prefixes: readonly Uint16Array[]; params: Float64Array } | undefined;
+
 /** The options of one analysis as the packed native call reads them (see `analyzeMessagesPacked`). */
 function packedParams(options: NativeAnalyzeOptions): Float64Array {
   const prefixes = options.skipPrefixes;
-  let size = 8;
-  for (const p of prefixes) size += 1 + p.length;
-  const params = new Float64Array(size);
+  let params: Float64Array;
+  if (lastParams !== undefined && lastParams.prefixes === prefixes) {
+    params = lastParams.params;
+  } else {
+    let size = 8;
+    for (const p of prefixes) size += 1 + p.length;
+    params = new Float64Array(size);
+    params[7] = prefixes.length;
+    let at = 8;
+    for (const p of prefixes) {
+      params[at++] = p.length;
+      params.set(p, at);
+      at += p.length;
+    }
+    lastParams = { prefixes, params };
+  }
   params[0] = options.minChars;
   params[1] = options.keep === 'earliest' ? 1 : 0;
   params[2] = options.recencyStart;
@@ -117,23 +138,87 @@ function packedParams(options: NativeAnalyzeOptions): Float64Array {
   params[4] = options.fuzzyThreshold === undefined ? 0 : 1;
   params[5] = options.fuzzyThreshold ?? 0;
   params[6] = options.visibleTargets === false ? 0 : 1;
-  params[7] = prefixes.length;
-  let at = 8;
-  for (const p of prefixes) {
-    params[at++] = p.length;
-    params.set(p, at);
-    at += p.length;
-  }
   return params;
+}
+
+/**
+ * The core's fuzzy length rule (`ctxdedup_core::fuzzy::LENGTH_RATIO`): two messages whose raw
+ * lengths have `min / max` below this are never near duplicates. The packed-call oracle test
+ * (test/unit/small-calls.test.ts) checks lengths on both sides of it against the core.
+ */
+const FUZZY_LENGTH_RATIO = 0.7;
+
+/** Batches up to this many messages are checked by {@link mayMatch} before crossing. */
+const PRECHECK_MAX = 256;
+
+/** Candidate lengths of {@link mayMatch} (exact, then fuzzy), reused between calls. */
+const exactLengths = new Uint32Array(PRECHECK_MAX);
+const fuzzyLengths = new Uint32Array(PRECHECK_MAX);
+
+/** Sorts the first `k` entries of `a` ascending (insertion sort for the few of a conversation). */
+function sortHead(a: Uint32Array, k: number): void {
+  if (k > 24) {
+    a.subarray(0, k).sort();
+    return;
+  }
+  for (let i = 1; i < k; i++) {
+    const v = a[i] as number;
+    let j = i - 1;
+    while (j >= 0 && (a[j] as number) > v) {
+      a[j + 1] = a[j] as number;
+      j--;
+    }
+    a[j + 1] = v;
+  }
+}
+
+/**
+ * Whether the analysis of a small batch could annotate anything, from lengths alone: the exact
+ * pass needs two candidates of one length (equal contents have equal lengths), the fuzzy pass two
+ * whose lengths are within {@link FUZZY_LENGTH_RATIO} (a rule of the core's pair test). Candidates
+ * are the unblocked messages of at least `minChars` units (a superset of the core's eligible
+ * messages), so `false` is a proof that the native analysis returns nothing: most calls on a real
+ * conversation end here, without crossing the boundary. Batches over {@link PRECHECK_MAX}
+ * messages almost always have a candidate pair and go straight to the core. @internal
+ */
+export function mayMatch(lengths: Uint32Array, flags: Uint8Array, options: NativeAnalyzeOptions): boolean {
+  const n = lengths.length;
+  if (n > PRECHECK_MAX) return true;
+  const exact = options.exact;
+  const fuzzy = options.fuzzyThreshold !== undefined;
+  let ke = 0;
+  let kf = 0;
+  for (let i = 0; i < n; i++) {
+    const flag = flags[i] as number;
+    const length = lengths[i] as number;
+    if ((flag & 1) !== 0 || length < options.minChars) continue;
+    if (exact) exactLengths[ke++] = length;
+    if (fuzzy && (flag & FUZZY_EXCLUDED) === 0) fuzzyLengths[kf++] = length;
+  }
+  if (ke >= 2) {
+    sortHead(exactLengths, ke);
+    for (let k = 1; k < ke; k++) if (exactLengths[k] === exactLengths[k - 1]) return true;
+  }
+  if (kf >= 2) {
+    sortHead(fuzzyLengths, kf);
+    for (let k = 1; k < kf; k++) {
+      const hi = fuzzyLengths[k] as number;
+      // The core's ratio: 1 when both are empty.
+      if (hi === 0 || (fuzzyLengths[k - 1] as number) / hi >= FUZZY_LENGTH_RATIO) return true;
+    }
+  }
+  return false;
 }
 
 /**
  * The native analysis on the calling thread, in one boundary crossing that costs about the same
  * for 10 messages as for 10,000: the options go in as one `Float64Array`, the annotations come
  * back as one. `flags[i]`: 1 = blocked (see {@link AnalysisInput.blocked}), plus
- * {@link FUZZY_EXCLUDED}. Returns the packed result; read it with {@link unpack}. @internal
+ * {@link FUZZY_EXCLUDED}. A batch in which nothing can match ({@link mayMatch}) does not cross at
+ * all. Returns the packed result; read it with {@link unpack}. @internal
  */
 export function analyzePacked(contents: string[], lengths: Uint32Array, flags: Uint8Array, options: NativeAnalyzeOptions): Float64Array {
+  if (!mayMatch(lengths, flags, options)) return new Float64Array(2);
   return native.analyzeMessagesPacked(contents, lengths, flags, packedParams(options));
 }
 
@@ -187,6 +272,12 @@ export function utf16(strings: readonly string[]): Uint16Array[] {
 
 /** The summary/truncation markers context-compression-engine never deduplicates. */
 export const SUMMARY_PREFIXES: readonly string[] = ['[summary:', '[summary#', '[truncated'];
+
+/**
+ * {@link SUMMARY_PREFIXES} as UTF-16 units, converted once: one array for every call that uses
+ * the default, so the packed options of the last call can be reused. Read only. @internal
+ */
+export const SUMMARY_PREFIX_UNITS: Uint16Array[] = utf16(SUMMARY_PREFIXES);
 
 /** `recencyStart` as context-compression-engine derives it from a recency window. @internal */
 export function recencyStartOf(count: number, recencyWindow: number): number {

@@ -37,6 +37,7 @@ import {
   recencyStartOf,
   referenceTag,
   rewrite,
+  SUMMARY_PREFIX_UNITS,
   SUMMARY_PREFIXES,
   unpack,
   utf16,
@@ -250,7 +251,8 @@ function plan(messages: unknown, options: DedupeMessagesOptions | undefined): Pl
     input: analysisInput(list, new Set(optionalStrings(o['preserve'], 'options.preserve', ['system'])), minChars),
     native: {
       minChars,
-      skipPrefixes: utf16(optionalStrings(o['skipPrefixes'], 'options.skipPrefixes', SUMMARY_PREFIXES)),
+      skipPrefixes:
+        o['skipPrefixes'] === undefined ? SUMMARY_PREFIX_UNITS : utf16(optionalStrings(o['skipPrefixes'], 'options.skipPrefixes', SUMMARY_PREFIXES)),
       keep,
       recencyStart,
       exact: optionalBoolean(o['exact'], 'options.exact', true),

@@ -3,9 +3,10 @@
  * small calls use: it must agree with the column-returning call on every input, and reject
  * malformed parameters instead of guessing.
  */
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { native } from '../../src/native.js';
-import { analysisInput, analyzePacked, annotations, FUZZY_EXCLUDED, SUMMARY_PREFIXES, unpack, utf16 } from '../../src/stages/message-analysis.js';
+import { analysisInput, analyzePacked, annotations, FUZZY_EXCLUDED, mayMatch, SUMMARY_PREFIXES, unpack, utf16 } from '../../src/stages/message-analysis.js';
 import { mulberry32 } from '../../bench/prng.js';
 
 /** A seeded PRNG in [0, 1) (mulberry32, shared with the benchmarks' corpora). */
@@ -89,5 +90,68 @@ describe('analyzeMessagesPacked', () => {
       );
     }
     expect(() => native.analyzeMessagesPacked(contents, lengths, new Uint8Array(1), new Float64Array(ok))).toThrow(/one flag byte per content/);
+  });
+});
+
+describe('the length precheck of small calls (mayMatch)', () => {
+  /** Five shared lines, then a tail line that sets the length: every pair overlaps by 5 lines. */
+  const message = (length: number, variant: number): string => {
+    const head = ['alpha one', 'beta two', 'gamma three', 'delta four', 'epsilon five', `tail ${variant} `].join('\n');
+    return head + 'x'.repeat(Math.max(0, length - head.length));
+  };
+  // Lengths on both sides of the core's 0.7 length ratio (700 / 1000 is exactly 0.7), equal
+  // lengths for the exact pass, and short ones under minChars.
+  const LENGTHS = [150, 699, 700, 701, 1000, 1001, 1428, 1429];
+
+  it('skips the native call only where the core finds nothing (oracle: the unfiltered native call)', () => {
+    let skipped = 0;
+    let found = 0;
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ length: fc.constantFrom(...LENGTHS), variant: fc.nat(2), flag: fc.constantFrom(0, 0, 0, 1, FUZZY_EXCLUDED) }), { maxLength: 12 }),
+        fc.boolean(),
+        fc.option(fc.constantFrom(0, 0.5, 0.85, 1), { nil: undefined }),
+        fc.constantFrom(0, 200),
+        (picks, exact, fuzzyThreshold, minChars) => {
+          const contents = picks.map((p) => message(p.length, p.variant));
+          const lengths = Uint32Array.from(contents, (c) => c.length);
+          const flags = Uint8Array.from(picks, (p) => p.flag);
+          const options = {
+            minChars,
+            skipPrefixes: utf16(SUMMARY_PREFIXES),
+            keep: 'latest' as const,
+            recencyStart: 0,
+            exact,
+            fuzzyThreshold,
+            visibleTargets: false,
+          };
+          const blocked = flags.map((f) => f & 1);
+          const excluded = flags.map((f) => (f & FUZZY_EXCLUDED ? 1 : 0));
+          const oracle = annotations(native.analyzeMessages(contents, lengths, blocked, excluded, options));
+          expect(unpack(analyzePacked(contents, lengths, flags, options))).toEqual(oracle);
+          if (!mayMatch(lengths, flags, options)) skipped++;
+          found += oracle.exact.length + oracle.fuzzy.length;
+        },
+      ),
+      { numRuns: 500, seed: 16 },
+    );
+    // Both outcomes of the precheck are exercised.
+    expect(skipped).toBeGreaterThan(50);
+    expect(found).toBeGreaterThan(50);
+  });
+
+  it('lets a pair at exactly the 0.7 length ratio through, and skips one just below it', () => {
+    const options = { minChars: 0, skipPrefixes: [], keep: 'latest' as const, recencyStart: 0, exact: false, fuzzyThreshold: 0, visibleTargets: false };
+    for (const [a, linked] of [
+      [700, true],
+      [699, false],
+    ] as const) {
+      const contents = [message(a, 0), message(1000, 1)];
+      const lengths = Uint32Array.from(contents, (c) => c.length);
+      const flags = new Uint8Array(2);
+      expect(mayMatch(lengths, flags, options)).toBe(linked);
+      expect(unpack(analyzePacked(contents, lengths, flags, options)).fuzzy.length).toBe(linked ? 1 : 0);
+      expect(annotations(native.analyzeMessages(contents, lengths, flags, flags, options)).fuzzy.length).toBe(linked ? 1 : 0);
+    }
   });
 });
