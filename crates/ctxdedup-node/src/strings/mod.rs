@@ -76,17 +76,40 @@ pub struct JsStrings {
     latin1: RefCell<Vec<u8>>,
 }
 
+/// The read buffers of a finished [`JsStrings`], kept for the next call on this thread: a call
+/// on a short conversation otherwise spends a good part of its time allocating them (and a
+/// buffer over the allocator's mmap threshold is mapped and faulted in page by page each time).
+struct SpareBuffers {
+    prefixes: Vec<u16>,
+    buffer: Vec<u16>,
+    latin1: Vec<u8>,
+}
+
+/// Largest buffer [`SpareBuffers`] keeps, in elements (at most 2 MiB of units).
+const SPARE_MAX: usize = 1 << 20;
+
+thread_local! {
+    static SPARE: RefCell<Option<SpareBuffers>> = const { RefCell::new(None) };
+}
+
 impl JsStrings {
     fn new(env: sys::napi_env, values: Vec<sys::napi_value>, lengths: Vec<usize>) -> Self {
         let n = values.len();
+        let spare = SPARE
+            .with(|spare| spare.borrow_mut().take())
+            .unwrap_or(SpareBuffers {
+                prefixes: Vec::new(),
+                buffer: Vec::new(),
+                latin1: Vec::new(),
+            });
         Self {
             env,
             values,
             lengths,
-            prefixes: RefCell::new(Vec::new()),
+            prefixes: RefCell::new(spare.prefixes),
             prefix_at: (0..n).map(|_| Cell::new(UNREAD)).collect(),
-            buffer: RefCell::new(Vec::new()),
-            latin1: RefCell::new(Vec::new()),
+            buffer: RefCell::new(spare.buffer),
+            latin1: RefCell::new(spare.latin1),
         }
     }
 
@@ -148,7 +171,7 @@ impl JsStrings {
             return at;
         }
         let mut prefixes = self.prefixes.borrow_mut();
-        if prefixes.capacity() == 0 {
+        if prefixes.is_empty() {
             // Room for every prefix up front: pages are only touched as prefixes are written.
             prefixes.reserve(self.values.len() * PREFIX_UNITS + 1);
         }
@@ -189,6 +212,32 @@ impl JsStrings {
             });
         }
         arena
+    }
+}
+
+impl Drop for JsStrings {
+    /// Gives the read buffers back for the next call on this thread, emptied, unless one grew
+    /// past [`SPARE_MAX`] (idle memory stays bounded).
+    fn drop(&mut self) {
+        let mut prefixes = std::mem::take(self.prefixes.get_mut());
+        let mut buffer = std::mem::take(self.buffer.get_mut());
+        let mut latin1 = std::mem::take(self.latin1.get_mut());
+        if prefixes.capacity() > SPARE_MAX
+            || buffer.capacity() > SPARE_MAX
+            || latin1.capacity() > SPARE_MAX
+        {
+            return;
+        }
+        prefixes.clear();
+        buffer.clear();
+        latin1.clear();
+        SPARE.with(|spare| {
+            *spare.borrow_mut() = Some(SpareBuffers {
+                prefixes,
+                buffer,
+                latin1,
+            });
+        });
     }
 }
 
