@@ -196,7 +196,18 @@ interface Plan {
 
 const CHARS_PER_TOKEN = 4;
 
+/** The tag function of the default templates, and the templates it was compiled from. */
+let defaultReference: { exact: string; near: string; tag: (info: ReferenceInfo) => string } | undefined;
+
+/** Roles preserved by default, as the set the analysis reads (never modified). */
+const DEFAULT_PRESERVE: ReadonlySet<unknown> = new Set(['system']);
+
 function referenceOf(option: unknown): (info: ReferenceInfo) => string {
+  if (option === undefined) {
+    const { exact, near } = DEFAULT_TEMPLATES;
+    if (defaultReference?.exact !== exact || defaultReference.near !== near) defaultReference = { exact, near, tag: referenceTag({ exact, near }) };
+    return defaultReference.tag;
+  }
   if (typeof option === 'function') {
     return (info) => {
       const tag: unknown = option(info);
@@ -226,11 +237,14 @@ function plan(messages: unknown, options: DedupeMessagesOptions | undefined): Pl
   const seen = new Set<string>();
   for (let i = 0; i < messages.length; i++) {
     const m: unknown = messages[i];
-    expectObject(m, `messages[${i}]`);
-    const id = m['id'];
+    // The path is built only for the error: a template literal per message is a measurable
+    // share of a call on a short conversation.
+    if (typeof m !== 'object' || m === null || Array.isArray(m)) expectObject(m, `messages[${i}]`);
+    const id = (m as Record<string, unknown>)['id'];
     if (typeof id !== 'string') typeError(`messages[${i}].id`, `must be a string (it keys the verbatim map), got ${describe(id)}`);
-    if (seen.has(id)) typeError(`messages[${i}].id`, `duplicates an earlier id: ${show(id)}`);
-    seen.add(id);
+    // One lookup: the set grows unless the id is already in it.
+    const size = seen.size;
+    if (seen.add(id).size === size) typeError(`messages[${i}].id`, `duplicates an earlier id: ${show(id)}`);
   }
   const keep = o['keep'] ?? 'latest';
   if (keep !== 'latest' && keep !== 'earliest') typeError('options.keep', `must be 'latest' or 'earliest', got ${show(keep)}`);
@@ -248,7 +262,11 @@ function plan(messages: unknown, options: DedupeMessagesOptions | undefined): Pl
   const recencyStart = recencyStartOf(list.length, recencyWindow);
   return {
     messages: list,
-    input: analysisInput(list, new Set(optionalStrings(o['preserve'], 'options.preserve', ['system'])), minChars),
+    input: analysisInput(
+      list,
+      o['preserve'] === undefined ? DEFAULT_PRESERVE : new Set(optionalStrings(o['preserve'], 'options.preserve', ['system'])),
+      minChars,
+    ),
     native: {
       minChars,
       skipPrefixes:
