@@ -151,9 +151,26 @@ const FUZZY_LENGTH_RATIO = 0.7;
 /** Batches up to this many messages are checked by {@link mayMatch} before crossing. */
 const PRECHECK_MAX = 256;
 
-/** Candidate lengths of {@link mayMatch} (exact, then fuzzy), reused between calls. */
-const exactLengths = new Uint32Array(PRECHECK_MAX);
+/** Fuzzy candidate lengths of {@link mayMatch}, reused between calls. */
 const fuzzyLengths = new Uint32Array(PRECHECK_MAX);
+
+/**
+ * The exact candidate lengths of the current {@link mayMatch} call: an open-addressing set
+ * (linear probing, at most a quarter full) whose slots belong to the call whose `stamp` they
+ * carry, so it is never cleared between calls.
+ */
+const SEEN_BITS = 10;
+const seenLength = new Uint32Array(1 << SEEN_BITS);
+const seenStamp = new Uint32Array(1 << SEEN_BITS);
+let stamp = 0;
+
+/**
+ * From this many fuzzy candidates on, two of them are within the length ratio whatever their
+ * lengths: sorted, with every neighbour below the ratio, each length after the second is over
+ * 1 / 0.7 times the one before, and lengths below 2^32 allow at most 64 of them (2 + ln 2^32 /
+ * ln(1 / 0.7) = 64.2); 72 leaves room for rounding.
+ */
+const RATIO_PIGEONHOLE = 72;
 
 /** Sorts the first `k` entries of `a` ascending (insertion sort for the few of a conversation). */
 function sortHead(a: Uint32Array, k: number): void {
@@ -186,19 +203,28 @@ export function mayMatch(lengths: Uint32Array, flags: Uint8Array, options: Nativ
   if (n > PRECHECK_MAX) return true;
   const exact = options.exact;
   const fuzzy = options.fuzzyThreshold !== undefined;
-  let ke = 0;
+  if (exact && ++stamp === 2 ** 32 - 1) {
+    seenStamp.fill(0);
+    stamp = 1;
+  }
+  const mask = (1 << SEEN_BITS) - 1;
   let kf = 0;
   for (let i = 0; i < n; i++) {
     const flag = flags[i] as number;
     const length = lengths[i] as number;
     if ((flag & 1) !== 0 || length < options.minChars) continue;
-    if (exact) exactLengths[ke++] = length;
+    if (exact) {
+      let at = Math.imul(length, 0x9e3779b1) >>> (32 - SEEN_BITS);
+      while (seenStamp[at] === stamp) {
+        if (seenLength[at] === length) return true;
+        at = (at + 1) & mask;
+      }
+      seenStamp[at] = stamp;
+      seenLength[at] = length;
+    }
     if (fuzzy && (flag & FUZZY_EXCLUDED) === 0) fuzzyLengths[kf++] = length;
   }
-  if (ke >= 2) {
-    sortHead(exactLengths, ke);
-    for (let k = 1; k < ke; k++) if (exactLengths[k] === exactLengths[k - 1]) return true;
-  }
+  if (kf >= RATIO_PIGEONHOLE) return true;
   if (kf >= 2) {
     sortHead(fuzzyLengths, kf);
     for (let k = 1; k < kf; k++) {

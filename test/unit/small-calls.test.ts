@@ -140,6 +140,25 @@ describe('the length precheck of small calls (mayMatch)', () => {
     expect(found).toBeGreaterThan(50);
   });
 
+  it('needs no sort from 72 fuzzy candidates on: no longer chain of lengths below 2^32 avoids the ratio', () => {
+    // The longest chain: each next length the smallest whose ratio to the one before is below 0.7.
+    const chain = [0, 1];
+    for (;;) {
+      const last = chain[chain.length - 1] as number;
+      let next = Math.floor(last / 0.7);
+      while (last / next >= 0.7) next++;
+      if (next > 2 ** 32 - 1) break;
+      chain.push(next);
+    }
+    expect(chain.length).toBeLessThan(72);
+    // The longest chain itself (no pair within the ratio) is skipped, one more candidate is not.
+    const options = { minChars: 0, skipPrefixes: [], keep: 'latest' as const, recencyStart: 0, exact: false, fuzzyThreshold: 0.85 };
+    const lengths = Uint32Array.from(chain);
+    expect(mayMatch(lengths, new Uint8Array(lengths.length), options)).toBe(false);
+    const more = Uint32Array.from([...chain, 5]);
+    expect(mayMatch(more, new Uint8Array(more.length), options)).toBe(true);
+  });
+
   it('lets a pair at exactly the 0.7 length ratio through, and skips one just below it', () => {
     const options = { minChars: 0, skipPrefixes: [], keep: 'latest' as const, recencyStart: 0, exact: false, fuzzyThreshold: 0, visibleTargets: false };
     for (const [a, linked] of [
