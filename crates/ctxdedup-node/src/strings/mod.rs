@@ -9,7 +9,7 @@ mod units;
 pub use units::Units;
 
 use ctxdedup_core::source::PREFIX_UNITS;
-use ctxdedup_core::{Utf16Arena, Utf16Source};
+use ctxdedup_core::{to_u32, Utf16Arena, Utf16Source};
 use napi::bindgen_prelude::*;
 use napi::sys;
 use std::cell::{Cell, RefCell};
@@ -63,7 +63,13 @@ unsafe fn append_prefix(
 /// it, and a mismatch is an error.
 pub struct JsStrings {
     env: sys::napi_env,
-    values: Vec<sys::napi_value>,
+    /// The JS array the strings come from, when their handles are fetched on first use
+    /// ([`StringHandles`]); null when every handle was fetched up front.
+    array: sys::napi_value,
+    /// Each string's handle, or null until it is fetched from `array` ([`JsStrings::value`]):
+    /// fetching an element through Node-API costs about as much as reading a short string, and
+    /// most strings of a conversation (too short, blocked) are never read.
+    values: Vec<Cell<sys::napi_value>>,
     lengths: Vec<usize>,
     /// The first [`PREFIX_UNITS`] units of each string read so far, one after another, each
     /// read once, on first use (or with the length, whose read brings the string's header into
@@ -93,7 +99,12 @@ thread_local! {
 }
 
 impl JsStrings {
-    fn new(env: sys::napi_env, values: Vec<sys::napi_value>, lengths: Vec<usize>) -> Self {
+    fn new(
+        env: sys::napi_env,
+        array: sys::napi_value,
+        values: Vec<Cell<sys::napi_value>>,
+        lengths: Vec<usize>,
+    ) -> Self {
         let n = values.len();
         let spare = SPARE
             .with(|spare| spare.borrow_mut().take())
@@ -104,6 +115,7 @@ impl JsStrings {
             });
         Self {
             env,
+            array,
             values,
             lengths,
             prefixes: RefCell::new(spare.prefixes),
@@ -111,6 +123,26 @@ impl JsStrings {
             buffer: RefCell::new(spare.buffer),
             latin1: RefCell::new(spare.latin1),
         }
+    }
+
+    /// The handle of string `index`, fetched from the array on first use.
+    fn value(&self, index: usize) -> sys::napi_value {
+        let cached = self.values[index].get();
+        if !cached.is_null() {
+            return cached;
+        }
+        let mut value = ptr::null_mut();
+        // SAFETY: `array` is an array handle of the current call scope (checked when the handles
+        // were taken) with at least `values.len()` elements, and `value` receives one handle.
+        let status =
+            unsafe { sys::napi_get_element(self.env, self.array, to_u32(index), &mut value) };
+        assert_eq!(
+            status,
+            sys::Status::napi_ok,
+            "reading element {index} failed"
+        );
+        self.values[index].set(value);
+        value
     }
 
     /// Panics (a JS error, through `catch_unwind`) when a read shows a length other than the one
@@ -157,7 +189,7 @@ impl JsStrings {
             // capacity for `size` units (terminator included), and napi reports how many units
             // it initialized.
             unsafe {
-                sys::napi_get_value_string_utf16(self.env, self.values[index], room, size, copied)
+                sys::napi_get_value_string_utf16(self.env, self.value(index), room, size, copied)
             }
         });
         buffer
@@ -177,7 +209,7 @@ impl JsStrings {
         }
         let start = prefixes.len();
         // SAFETY: `values[index]` is a value of the current call scope.
-        let copied = unsafe { append_prefix(self.env, self.values[index], &mut prefixes) };
+        let copied = unsafe { append_prefix(self.env, self.value(index), &mut prefixes) };
         let copied = copied.unwrap_or_else(|| panic!("reading string {index} failed"));
         self.check_length(index, copied, self.lengths[index].min(PREFIX_UNITS));
         self.prefix_at[index].set(start);
@@ -200,7 +232,7 @@ impl JsStrings {
                 let status = unsafe {
                     sys::napi_get_value_string_utf16(
                         self.env,
-                        self.values[i],
+                        self.value(i),
                         room.as_mut_ptr(),
                         room.len(),
                         &mut copied,
@@ -279,7 +311,7 @@ impl Utf16Source for JsStrings {
                 unsafe {
                     sys::napi_get_value_string_latin1(
                         self.env,
-                        self.values[index],
+                        self.value(index),
                         room.cast(),
                         size,
                         copied,
@@ -291,7 +323,7 @@ impl Utf16Source for JsStrings {
     }
 
     fn prefetch(&self, index: usize) {
-        prefetch_string_lines(self.values[index], 4);
+        prefetch_string_lines(self.value(index), 4);
     }
 
     /// JavaScript's `===`, which compares the code units in place: no copy on either side.
@@ -301,9 +333,8 @@ impl Utf16Source for JsStrings {
         }
         let mut equal = false;
         // SAFETY: both are string handles of the current call scope.
-        let status = unsafe {
-            sys::napi_strict_equals(self.env, self.values[a], self.values[b], &mut equal)
-        };
+        let status =
+            unsafe { sys::napi_strict_equals(self.env, self.value(a), self.value(b), &mut equal) };
         assert_eq!(
             status,
             sys::Status::napi_ok,
@@ -392,7 +423,8 @@ impl FromNapiValue for JsStrings {
                 }
                 lengths.push(units);
             }
-            let strings = JsStrings::new(env, values, lengths);
+            let values = values.into_iter().map(Cell::new).collect();
+            let strings = JsStrings::new(env, ptr::null_mut(), values, lengths);
             let mut start = 0;
             for (at, &units) in strings.prefix_at.iter().zip(&strings.lengths) {
                 at.set(start);
@@ -404,38 +436,54 @@ impl FromNapiValue for JsStrings {
     }
 }
 
-/// The elements of a JS array of strings, not read yet.
+/// A JS array of strings, none of its elements read yet.
 pub struct StringHandles {
     env: sys::napi_env,
-    values: Vec<sys::napi_value>,
+    array: sys::napi_value,
+    len: usize,
 }
 
 impl StringHandles {
     /// The strings, with the lengths (UTF-16 code units) JavaScript measured: one per string.
-    /// Strings are read only when an algorithm needs them (see [`JsStrings`] for the checks).
+    /// Strings are read only when an algorithm needs them, and their handles fetched then (see
+    /// [`JsStrings`] for the checks).
     pub fn with_lengths(self, lengths: &[u32]) -> Result<JsStrings> {
-        if lengths.len() != self.values.len() {
+        if lengths.len() != self.len {
             return Err(Error::new(
                 Status::InvalidArg,
                 "one length per content is required",
             ));
         }
         let lengths = lengths.iter().map(|&l| l as usize).collect();
-        Ok(JsStrings::new(self.env, self.values, lengths))
+        let values = (0..self.len).map(|_| Cell::new(ptr::null_mut())).collect();
+        Ok(JsStrings::new(self.env, self.array, values, lengths))
     }
 }
 
 impl FromNapiValue for StringHandles {
-    /// Collects the element handles; no string is read.
+    /// Checks that `array` is an array and takes its length; no element is read.
     ///
     /// # Safety
     /// Node-API's contract for `from_napi_value`: `env` is the current call's environment and
     /// `array` a value of it.
     unsafe fn from_napi_value(env: sys::napi_env, array: sys::napi_value) -> Result<Self> {
-        // SAFETY: the caller upholds this function's contract (`env` and the handles belong to the current call); every pointer given to napi points into memory reserved for the length passed with it.
+        // SAFETY: the caller upholds this function's contract (`env` and `array` belong to the current call); the out-pointers point to locals.
         unsafe {
-            let values = array_elements(env, array, "an array of strings")?;
-            Ok(Self { env, values })
+            let mut is_array = false;
+            check_status!(sys::napi_is_array(env, array, &mut is_array))?;
+            if !is_array {
+                return Err(Error::new(
+                    Status::InvalidArg,
+                    "contents must be an array of strings",
+                ));
+            }
+            let mut len = 0u32;
+            check_status!(sys::napi_get_array_length(env, array, &mut len))?;
+            Ok(Self {
+                env,
+                array,
+                len: len as usize,
+            })
         }
     }
 }
