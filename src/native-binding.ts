@@ -126,6 +126,11 @@ export interface NativeBlockOptions {
   /** UTF-16 code units of the reference templates (lossless, unlike `String`). */
   reference: Uint16Array
   numberedReference: Uint16Array
+  /**
+   * Count every replaced run in full into `tokensBefore` (default `true`); `false` leaves
+   * `tokensBefore` out and counts a run only as far as the net-positive test needs.
+   */
+  fullCounts?: boolean
 }
 
 /**
@@ -145,7 +150,8 @@ export interface NativeBlocks {
   targetNumberedFirst: Uint32Array
   width: Uint32Array
   separator: Uint32Array
-  tokensBefore: Uint32Array
+  /** Absent unless `fullCounts`. */
+  tokensBefore?: Uint32Array
   tokensAfter: Uint32Array
   text: Array<string>
 }

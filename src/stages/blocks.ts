@@ -105,7 +105,7 @@ export interface BlockDecision {
 }
 
 /** The validated block options, ready for the native pass. @internal */
-export type ResolvedBlockOptions = Omit<NativeBlockOptions, 'messageMinChars' | 'skipPrefixes'>;
+export type ResolvedBlockOptions = Omit<NativeBlockOptions, 'messageMinChars' | 'skipPrefixes' | 'fullCounts'>;
 
 function template(value: unknown, path: string, fallback: string, kind: TemplateKind): Uint16Array {
   if (value === undefined) return utf16([fallback])[0] as Uint16Array;
@@ -173,11 +173,86 @@ interface Identified {
 }
 
 /**
- * Rewrites the messages the native pass found runs in: `out[i]` gets the new content and a
- * {@link BlocksMarker}, `verbatim[id]` the original. Returns one decision per reference. @internal
+ * The o200k_base token counts of the runs a block pass replaced, taken on first read: the native
+ * pass counts a run only as far as its net-positive test needs, so the figures reported per
+ * decision (`tokensBefore`, `tokensSaved`) and in the totals (`blockTokensSaved`) are counted
+ * here, all of a call's runs in one batch, from the run texts as they were at the call. @internal
  */
-export function applyBlocks<M extends Identified>(originals: readonly M[], out: M[], verbatim: Record<string, M>, found: NativeBlocks): BlockDecision[] {
+export class RunTokens {
+  readonly #texts: string[] = [];
+  #counts: Uint32Array | undefined;
+
+  /** Adds a run; returns its index. */
+  add(text: string): number {
+    return this.#texts.push(text) - 1;
+  }
+
+  /** Tokens of run `k`. */
+  of(k: number): number {
+    return this.#all()[k] as number;
+  }
+
+  /** Tokens of all runs. */
+  total(): number {
+    let sum = 0;
+    for (const n of this.#all()) sum += n;
+    return sum;
+  }
+
+  #all(): Uint32Array {
+    if (this.#counts === undefined) {
+      this.#counts = native.countTokensBatch(this.#texts, native.TokenEncoding.O200kBase);
+      this.#texts.length = 0;
+    }
+    return this.#counts;
+  }
+}
+
+/** Makes `target[key]` become the data property `value` (writable, enumerable, configurable). */
+function settle(target: object, key: string, value: unknown): boolean {
+  return Reflect.defineProperty(target, key, { value, writable: true, enumerable: true, configurable: true });
+}
+
+/**
+ * Replaces the existing own data property `target[key]` (its place in the key order kept) by one
+ * computed on first read: an enumerable accessor that turns itself into the ordinary data
+ * property holding the value when it is read or assigned, so `JSON.stringify`, spread,
+ * `structuredClone` and deep equality see the value as if it had been stored. @internal
+ */
+export function lazyProperty(target: object, key: string, compute: () => number): void {
+  Object.defineProperty(target, key, {
+    enumerable: true,
+    configurable: true,
+    get(): number {
+      const value = compute();
+      settle(target, key, value); // fails only if `target` was frozen since: then stays computed
+      return value;
+    },
+    set(this: object, value: unknown): void {
+      // As an assignment to a writable data property: `this` gets its own property.
+      if (!settle(this, key, value)) throw new TypeError(`Cannot assign to read only property '${key}' of object`);
+    },
+  });
+}
+
+/**
+ * Rewrites the messages the native pass found runs in: `out[i]` gets the new content and a
+ * {@link BlocksMarker}, `verbatim[id]` the original. Returns one decision per reference and the
+ * tokens all references saved, net. Unless the native pass counted the runs in full
+ * (`fullCounts`), each decision's `tokensBefore` and `tokensSaved` are counted on first read
+ * ({@link lazyProperty}), and so is the total when called. @internal
+ */
+export function applyBlocks<M extends Identified>(
+  originals: readonly M[],
+  out: M[],
+  verbatim: Record<string, M>,
+  found: NativeBlocks,
+): { decisions: BlockDecision[]; tokensSaved: () => number } {
   const decisions: BlockDecision[] = [];
+  const runTokens = new RunTokens();
+  const counted = found.tokensBefore;
+  let tokensAfterSum = 0;
+  let tokensBeforeSum = 0;
   const count = found.message.length;
   let k = 0;
   while (k < count) {
@@ -196,9 +271,13 @@ export function applyBlocks<M extends Identified>(originals: readonly M[], out: 
       const lines = found.lineCount[k] as number;
       const from = (found.targetLine[k] as number) + 1;
       const lineStart = (found.lineStart[k] as number) + 1;
+      const tokensAfter = found.tokensAfter[k] as number;
+      tokensAfterSum += tokensAfter;
       parts.push(content.slice(at, start), text);
       at = end;
       const reference: BlockReference = { line: found.outLine[k] as number, lines, target: targetId, from };
+      const tokensBefore = counted === undefined ? 0 : (counted[k] as number);
+      tokensBeforeSum += tokensBefore;
       const decision: BlockDecision = {
         index,
         id: original.id,
@@ -210,10 +289,15 @@ export function applyBlocks<M extends Identified>(originals: readonly M[], out: 
         charsBefore: end - start,
         charsAfter: text.length,
         charsSaved: end - start - text.length,
-        tokensBefore: found.tokensBefore[k] as number,
-        tokensAfter: found.tokensAfter[k] as number,
-        tokensSaved: (found.tokensBefore[k] as number) - (found.tokensAfter[k] as number),
+        tokensBefore,
+        tokensAfter,
+        tokensSaved: tokensBefore - tokensAfter,
       };
+      if (counted === undefined) {
+        const run = runTokens.add(content.slice(start, end));
+        lazyProperty(decision, 'tokensBefore', () => runTokens.of(run));
+        lazyProperty(decision, 'tokensSaved', () => runTokens.of(run) - tokensAfter);
+      }
       const first = found.numberedFirst[k] as number;
       if (first !== 0xffffffff) {
         const numbered: BlockNumbering = { first, width: found.width[k] as number, separator: String.fromCharCode(found.separator[k] as number) };
@@ -231,7 +315,8 @@ export function applyBlocks<M extends Identified>(originals: readonly M[], out: 
     out[index] = { ...original, content: parts.join(''), metadata: { ...(original.metadata ?? {}), ctxdedup: marker } };
     setOwn(verbatim, original.id, original);
   }
-  return decisions;
+  const saved = tokensBeforeSum - tokensAfterSum;
+  return { decisions, tokensSaved: counted === undefined ? () => runTokens.total() - tokensAfterSum : () => saved };
 }
 
 /** The prefix of a numbered line: the number right-aligned to `width`, then the separator. */

@@ -27,7 +27,15 @@ import {
 } from '../validation.js';
 import { native, type NativeBlockOptions, type NativeBlocks } from '../native.js';
 import { deprecatedAlias } from '../deprecated.js';
-import { applyBlocks, type BlockDecision, type BlockOptions, type BlocksMarker, type ResolvedBlockOptions, resolveBlockOptions } from './blocks.js';
+import {
+  applyBlocks,
+  type BlockDecision,
+  type BlockOptions,
+  type BlocksMarker,
+  lazyProperty,
+  type ResolvedBlockOptions,
+  resolveBlockOptions,
+} from './blocks.js';
 import {
   analysisInput,
   analyze,
@@ -343,21 +351,23 @@ function blockInput(p: Plan, replaced: DedupeMessagesResult['decisions']): [Uint
     source[d.index] = 0;
     blocked[d.index] = 1;
   }
-  const options = { ...(p.blocks as ResolvedBlockOptions), messageMinChars: p.native.minChars, skipPrefixes: p.native.skipPrefixes };
+  // Runs are counted only as far as the decisions need; the reported counts are taken on first read.
+  const options = { ...(p.blocks as ResolvedBlockOptions), messageMinChars: p.native.minChars, skipPrefixes: p.native.skipPrefixes, fullCounts: false };
   return [source, blocked, options];
 }
 
 /** Adds the block pass's rewrites, decisions and totals to a whole-message result. */
 function withBlocks<M extends Message>(p: Plan, result: DedupeMessagesResult<M>, found: NativeBlocks): DedupeMessagesResult<M> {
-  const blocks = applyBlocks(p.messages as M[], result.messages, result.verbatim, found);
+  const { decisions: blocks, tokensSaved } = applyBlocks(p.messages as M[], result.messages, result.verbatim, found);
   const decisions: MessageDecision[] = [...result.decisions, ...blocks].sort((a, b) => a.index - b.index);
   const stats = { ...result.stats };
   for (const d of blocks) {
     stats.blockReferences++;
     stats.blockLines += d.lines.to - d.lines.from + 1;
     stats.blockCharsSaved += d.charsSaved;
-    stats.blockTokensSaved += d.tokensSaved;
   }
+  // The sum of the decisions' `tokensSaved`, counted on first read (one batch for all runs).
+  if (blocks.length > 0) lazyProperty(stats, 'blockTokensSaved', tokensSaved);
   stats.charsSaved += stats.blockCharsSaved;
   stats.charsAfter -= stats.blockCharsSaved;
   stats.tokensSaved = Math.round(stats.charsSaved / CHARS_PER_TOKEN);

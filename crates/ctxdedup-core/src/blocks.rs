@@ -29,9 +29,11 @@
 //! is retried from the next line, until a per-message budget of line comparisons (64 per line)
 //! is spent; after that such a run is emitted verbatim as a whole. A run that is long enough but
 //! not net positive is always emitted verbatim as a whole, so no long run is extended twice.
-//! Token counts are taken once per run that reaches the net-positive test, as the sum of the
-//! counts of its segments (lines where the count splits, [`starts_segment`]), each distinct
-//! segment counted once per pass. The whole pass is linear in the input, whatever the options.
+//! A run that reaches the net-positive test is counted by its *segments* (lines where the count
+//! splits, [`starts_segment`]), each distinct segment counted once per pass: in full with
+//! [`BlockOptions::full_counts`], otherwise only until a lower bound of its count exceeds the
+//! reference's (`Pass::more_tokens_than`), which decides the same. The whole pass is linear in
+//! the input, whatever the options.
 
 // Per-site `#[expect]`s wait for the block-speed rework of this module (issue 13 item 7).
 use crate::to_u32;
@@ -247,10 +249,15 @@ pub struct BlockOptions {
     pub reference: Template,
     /// Template of references to lines whose numbers are regenerated.
     pub numbered_reference: Template,
+    /// Count every replaced run in full into [`BlockRef::tokens_before`]. Off, a run is counted
+    /// only as far as the net-positive test needs (see `Pass::net_positive`) and
+    /// `tokens_before` is `None`: the decisions are the same either way.
+    pub full_counts: bool,
 }
 
 impl BlockOptions {
-    /// The defaults: 4 lines, 200 units, line numbers on, no lookback limit, default templates.
+    /// The defaults: 4 lines, 200 units, line numbers on, no lookback limit, default templates,
+    /// full counts.
     pub fn new() -> Self {
         let parse = |t: &str, n| {
             Template::parse(&t.encode_utf16().collect::<Vec<_>>(), n).expect("default template")
@@ -262,6 +269,7 @@ impl BlockOptions {
             lookback: None,
             reference: parse(DEFAULT_REFERENCE, false),
             numbered_reference: parse(DEFAULT_NUMBERED_REFERENCE, true),
+            full_counts: true,
         }
     }
 }
@@ -306,8 +314,9 @@ pub struct BlockRef {
     pub target_line: usize,
     /// Set when the replaced lines carry numbers regenerated from the target's.
     pub numbering: Option<Numbering>,
-    /// Tokens of the replaced span and of the reference.
-    pub tokens_before: usize,
+    /// Tokens of the replaced span (`None` unless [`BlockOptions::full_counts`]) and of the
+    /// reference.
+    pub tokens_before: Option<usize>,
     pub tokens_after: usize,
     /// The reference line.
     pub text: Vec<u16>,
@@ -442,6 +451,8 @@ struct Pass<'a, 'c> {
     /// Token counts of run segments (see [`starts_segment`]) by a hash of their lines, with
     /// their text: a line replaced again in another run is not counted again.
     segment_tokens: AHashMap<u64, (&'c [u16], u32)>,
+    /// The segments of the run being counted (reused): `(start, end, key)`.
+    segments: Vec<(u32, u32, u64)>,
     /// The window hashes of the message being processed (reused).
     window_buffers: (Vec<u64>, Vec<u64>),
     /// The lines of the message being split (reused).
@@ -782,30 +793,79 @@ impl<'a, 'c> Pass<'a, 'c> {
         self.window_buffers = (windows, renumber);
     }
 
+    /// The segments of the run `lines` of `text` (consecutive lines), into `self.segments`: the
+    /// text between the lines that start a segment ([`starts_segment`]), as `(start, end, key)`,
+    /// where `key` hashes the segment's lines' hashes and numbers (which determine a line's
+    /// text). A segment that is not the run's last ends with its line break. Every segment is
+    /// non-empty: the first holds a line break or is the whole run (which has at least one
+    /// unit: only a run longer than its reference is counted), and a later one starts with a
+    /// visible character.
+    fn split_segments(&mut self, text: &[u16], lines: &[Line]) {
+        let segments = &mut self.segments;
+        segments.clear();
+        let (mut start, mut key) = (lines[0].start, 0u64);
+        for (t, line) in lines.iter().enumerate() {
+            if t > 0 && starts_segment(text, line.start as usize) {
+                segments.push((start, line.start, key));
+                (start, key) = (line.start, 0);
+            }
+            key = (key.rotate_left(29) ^ line.key ^ u64::from(line.number).wrapping_mul(ROLL))
+                .wrapping_mul(ROLL);
+        }
+        segments.push((start, lines[lines.len() - 1].end, key ^ 1));
+    }
+
     /// Tokens of the run `lines` of `text` (consecutive lines): the sum of the counts of its
-    /// segments, the text between the lines that start a segment ([`starts_segment`]), each
-    /// distinct segment counted once per pass. Segments are looked up by a hash of their lines'
-    /// hashes and numbers (which determine a line's text) and confirmed by comparing the text.
+    /// segments, each distinct segment counted once per pass (looked up by its key, confirmed
+    /// by comparing the text).
     fn count_run(
         &mut self,
         text: &'c [u16],
         lines: &[Line],
         count_tokens: &(dyn Fn(&[u16]) -> usize + Sync),
     ) -> usize {
+        self.split_segments(text, lines);
         let mut total = 0;
-        let (mut start, mut key) = (lines[0].start as usize, 0u64);
-        for (t, line) in lines.iter().enumerate() {
-            let at = line.start as usize;
-            if t > 0 && starts_segment(text, at) {
-                // This segment ends with its line break.
-                total += self.segment(&text[start..at], key, count_tokens);
-                (start, key) = (at, 0);
-            }
-            key = (key.rotate_left(29) ^ line.key ^ u64::from(line.number).wrapping_mul(ROLL))
-                .wrapping_mul(ROLL);
+        for k in 0..self.segments.len() {
+            let (start, end, key) = self.segments[k];
+            total += self.segment(&text[start as usize..end as usize], key, count_tokens);
         }
-        let end = lines[lines.len() - 1].end as usize;
-        total + self.segment(&text[start..end], key ^ 1, count_tokens)
+        total
+    }
+
+    /// Whether the run `lines` of `text` has more tokens than `bound`, counting as few of its
+    /// segments as that takes: exactly `count_run(..) > bound`.
+    ///
+    /// Proof. Let the run's segments be `s_1..s_n` with counts `c_i`. They are split points of
+    /// the count ([`starts_segment`]), so `tokens(run) = c_1 + .. + c_n`, and each is non-empty
+    /// ([`Pass::split_segments`]), so `c_i >= 1` (the counter gives a non-empty text at least
+    /// one token, as any BPE does). After counting the first `k` segments (`0 <= k <= n`),
+    /// `L_k = c_1 + .. + c_k + (n - k)` is therefore a lower bound of `tokens(run)`, and
+    /// `L_n = tokens(run)`. The loop returns `true` at the first `k` with `L_k > bound`, which
+    /// implies `tokens(run) >= L_k > bound`; if there is none, it has counted every segment and
+    /// returns `L_n > bound`, that is `tokens(run) > bound`. Either way the answer is
+    /// `tokens(run) > bound`. A long run is usually decided by `L_0` (its number of segments)
+    /// or after its first one or two segments. Checked against the full count by the proptest
+    /// `lazy_counts_decide_as_full_counts`.
+    fn more_tokens_than(
+        &mut self,
+        text: &'c [u16],
+        lines: &[Line],
+        bound: usize,
+        count_tokens: &(dyn Fn(&[u16]) -> usize + Sync),
+    ) -> bool {
+        self.split_segments(text, lines);
+        let n = self.segments.len();
+        let mut counted = 0;
+        for k in 0..n {
+            // `counted` is `c_1 + .. + c_k`: L_k = counted + (n - k).
+            if counted + (n - k) > bound {
+                return true;
+            }
+            let (start, end, key) = self.segments[k];
+            counted += self.segment(&text[start as usize..end as usize], key, count_tokens);
+        }
+        counted > bound
     }
 
     /// Tokens of `piece`, a segment whose lines hash to `key`.
@@ -889,30 +949,37 @@ impl<'a, 'c> Pass<'a, 'c> {
         let one_line = !rendered.contains(&(b'\n' as u16));
         let result = if one_line && rendered.len() < run.len() {
             let tokens_after = count_tokens(&rendered);
-            // The replaced text is determined by the target span, the mode and the numbering, so
-            // a span replaced again (a file re-read many times, periodic content) is counted once.
-            let first = if mode == Mode::Plain {
-                NONE
+            let tokens_before = if self.options.full_counts {
+                // The replaced text is determined by the target span, the mode and the
+                // numbering, so a span replaced again (a file re-read many times, periodic
+                // content) is counted once.
+                let first = if mode == Mode::Plain {
+                    NONE
+                } else {
+                    lines[i].number
+                };
+                let span = (
+                    to_u32(target),
+                    to_u32(j),
+                    to_u32(len),
+                    mode as u8,
+                    first,
+                    lines[i].format,
+                );
+                let n = match self.run_tokens.get(&span) {
+                    Some(&n) => n,
+                    None => {
+                        let n = self.count_run(text, &lines[i..i + len], count_tokens);
+                        self.run_tokens.insert(span, n);
+                        n
+                    }
+                };
+                (tokens_after < n).then_some(Some(n))
             } else {
-                lines[i].number
+                self.more_tokens_than(text, &lines[i..i + len], tokens_after, count_tokens)
+                    .then_some(None)
             };
-            let span = (
-                to_u32(target),
-                to_u32(j),
-                to_u32(len),
-                mode as u8,
-                first,
-                lines[i].format,
-            );
-            let tokens_before = match self.run_tokens.get(&span) {
-                Some(&n) => n,
-                None => {
-                    let n = self.count_run(text, &lines[i..i + len], count_tokens);
-                    self.run_tokens.insert(span, n);
-                    n
-                }
-            };
-            (tokens_after < tokens_before).then(|| BlockRef {
+            tokens_before.map(|tokens_before| BlockRef {
                 message: m,
                 line_start: i,
                 line_count: len,
@@ -969,6 +1036,7 @@ pub fn dedupe_blocks(
         scratch: Vec::new(),
         run_tokens: AHashMap::new(),
         segment_tokens: AHashMap::new(),
+        segments: Vec::new(),
         window_buffers: (Vec::new(), Vec::new()),
         line_buffer: Vec::new(),
     };
@@ -1165,6 +1233,17 @@ mod tests {
 
         fn run(&self, options: &BlockOptions) -> (Vec<BlockRef>, Vec<Vec<u16>>) {
             let contents: Vec<&[u16]> = self.contents.iter().map(|c| &c[..]).collect();
+            let refs = self.run_with(options, &toy_tokens);
+            let out = apply(&contents, &refs);
+            (refs, out)
+        }
+
+        fn run_with(
+            &self,
+            options: &BlockOptions,
+            count: &(dyn Fn(&[u16]) -> usize + Sync),
+        ) -> Vec<BlockRef> {
+            let contents: Vec<&[u16]> = self.contents.iter().map(|c| &c[..]).collect();
             let ids: Vec<&[u16]> = self.ids.iter().map(|c| &c[..]).collect();
             let conv = Conversation {
                 contents: &contents,
@@ -1172,9 +1251,7 @@ mod tests {
                 source: &self.source,
                 eligible: &self.eligible,
             };
-            let refs = dedupe_blocks(&conv, options, &toy_tokens).unwrap();
-            let out = apply(&contents, &refs);
-            (refs, out)
+            dedupe_blocks(&conv, options, count).unwrap()
         }
     }
 
@@ -1399,6 +1476,7 @@ mod tests {
                     true,
                 )
                 .unwrap(),
+                full_counts: true,
             })
     }
 
@@ -1434,9 +1512,9 @@ mod tests {
                 }
                 if r.target == r.message { prop_assert!(r.target_line + r.line_count <= r.out_line); }
                 // Net positive, long enough.
-                prop_assert!(r.text.len() < r.unit_end - r.unit_start && r.tokens_after < r.tokens_before);
+                prop_assert!(r.text.len() < r.unit_end - r.unit_start && Some(r.tokens_after) < r.tokens_before);
                 prop_assert!(r.line_count >= options.min_lines && r.unit_end - r.unit_start >= options.min_chars);
-                prop_assert_eq!(r.tokens_before, toy_tokens(&case.contents[r.message][r.unit_start..r.unit_end]));
+                prop_assert_eq!(r.tokens_before, Some(toy_tokens(&case.contents[r.message][r.unit_start..r.unit_end])));
             }
         }
 
@@ -1569,8 +1647,41 @@ mod tests {
             let conv = Conversation { contents: &contents, ids: &ids, source: &flags, eligible: &flags };
             let count = |t: &[u16]| count_utf16(Encoding::O200kBase, t);
             for r in dedupe_blocks(&conv, &options, &count).unwrap() {
-                prop_assert_eq!(r.tokens_before, count(&contents[r.message][r.unit_start..r.unit_end]));
+                prop_assert_eq!(r.tokens_before, Some(count(&contents[r.message][r.unit_start..r.unit_end])));
                 prop_assert_eq!(r.tokens_after, count(&r.text));
+            }
+        }
+
+        /// Counting a run only until a lower bound decides (`full_counts: false`) gives the same
+        /// references as counting it in full, with the real counter and with the toy one.
+        #[test]
+        fn lazy_counts_decide_as_full_counts(
+            lines in prop::collection::vec(lines_text(), 1..5),
+            (texts, source, eligible) in conversation(),
+            options in options(),
+        ) {
+            use crate::tokens::{count_utf16, Encoding};
+            let real = |t: &[u16]| count_utf16(Encoding::O200kBase, t);
+            let lazy = BlockOptions { full_counts: false, ..options.clone() };
+            let unicode: Vec<String> = lines.iter().map(|t| String::from_utf16_lossy(t)).collect();
+            let flags = vec![true; unicode.len()];
+            let cases = [
+                case_of(&texts, source, eligible),
+                case_of(&unicode, flags.clone(), flags),
+            ];
+            // Lone surrogates did not survive `from_utf16_lossy`: the raw units as a third case.
+            let raw = Case { contents: lines.clone(), ..case_of(&unicode, vec![true; lines.len()], vec![true; lines.len()]) };
+            for case in cases.iter().chain([&raw]) {
+                let counters: [&(dyn Fn(&[u16]) -> usize + Sync); 2] = [&toy_tokens, &real];
+                for count in counters {
+                    let full = case.run_with(&options, count);
+                    let mut decided = case.run_with(&lazy, count);
+                    prop_assert!(decided.iter().all(|r| r.tokens_before.is_none()));
+                    for (d, f) in decided.iter_mut().zip(&full) {
+                        d.tokens_before = f.tokens_before;
+                    }
+                    prop_assert_eq!(decided, full);
+                }
             }
         }
     }

@@ -27,6 +27,9 @@ pub struct NativeBlockOptions {
     /// UTF-16 code units of the reference templates (lossless, unlike `String`).
     pub reference: Uint16Array,
     pub numbered_reference: Uint16Array,
+    /// Count every replaced run in full into `tokensBefore` (default `true`); `false` leaves
+    /// `tokensBefore` out and counts a run only as far as the net-positive test needs.
+    pub full_counts: Option<bool>,
 }
 
 /// References as parallel columns (see `ctxdedup_core::blocks::BlockRef`); `numberedFirst` is
@@ -45,7 +48,8 @@ pub struct NativeBlocks {
     pub target_numbered_first: Uint32Array,
     pub width: Uint32Array,
     pub separator: Uint32Array,
-    pub tokens_before: Uint32Array,
+    /// Absent unless `fullCounts`.
+    pub tokens_before: Option<Uint32Array>,
     pub tokens_after: Uint32Array,
     pub text: Vec<Utf16String>,
 }
@@ -77,6 +81,7 @@ fn core_options(o: &NativeBlockOptions) -> Result<BlockOptions> {
         lookback: o.lookback.map(|l| l as usize),
         reference: parse(&o.reference, false)?,
         numbered_reference: parse(&o.numbered_reference, true)?,
+        full_counts: o.full_counts.unwrap_or(true),
     })
 }
 
@@ -169,7 +174,11 @@ fn to_js(refs: Vec<BlockRef>) -> NativeBlocks {
         target_numbered_first: numbering(&|n| n.target_first.unwrap_or(u32::MAX)),
         width: numbering(&|n| n.width),
         separator: numbering(&|n| u32::from(n.separator)),
-        tokens_before: column(&|r| r.tokens_before),
+        tokens_before: refs
+            .iter()
+            .map(|r| r.tokens_before.map(to_u32))
+            .collect::<Option<Vec<u32>>>()
+            .map(Uint32Array::new),
         tokens_after: column(&|r| r.tokens_after),
         text: refs
             .iter()
