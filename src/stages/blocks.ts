@@ -172,87 +172,73 @@ interface Identified {
   metadata?: Record<string, unknown>;
 }
 
-/**
- * The o200k_base token counts of the runs a block pass replaced, taken on first read: the native
- * pass counts a run only as far as its net-positive test needs, so the figures reported per
- * decision (`tokensBefore`, `tokensSaved`) and in the totals (`blockTokensSaved`) are counted
- * here, all of a call's runs in one batch, from the run texts as they were at the call. @internal
- */
-export class RunTokens {
-  readonly #texts: string[] = [];
-  #counts: Uint32Array | undefined;
-
-  /** Adds a run; returns its index. */
-  add(text: string): number {
-    return this.#texts.push(text) - 1;
-  }
-
-  /** Tokens of run `k`. */
-  of(k: number): number {
-    return this.#all()[k] as number;
-  }
-
-  /** Tokens of all runs. */
-  total(): number {
-    let sum = 0;
-    for (const n of this.#all()) sum += n;
-    return sum;
-  }
-
-  #all(): Uint32Array {
-    if (this.#counts === undefined) {
-      this.#counts = native.countTokensBatch(this.#texts, native.TokenEncoding.O200kBase);
-      this.#texts.length = 0;
-    }
-    return this.#counts;
-  }
-}
-
-/** Makes `target[key]` become the data property `value` (writable, enumerable, configurable). */
+/** Makes `target[key]` the data property `value` (writable, enumerable, configurable). */
 function settle(target: object, key: string, value: unknown): boolean {
   return Reflect.defineProperty(target, key, { value, writable: true, enumerable: true, configurable: true });
+}
+
+/** The values of lazy properties not read yet (or read but not settled: a frozen owner), by owner and key. */
+const lazyValues = new WeakMap<object, Map<string, { compute: (() => unknown) | undefined; value: unknown }>>();
+/** One accessor pair per key, shared by every owner: V8 then reuses the owners' hidden classes. */
+const lazyDescriptors = new Map<string, PropertyDescriptor>();
+
+function lazyDescriptor(key: string): PropertyDescriptor {
+  let descriptor = lazyDescriptors.get(key);
+  if (descriptor === undefined) {
+    descriptor = {
+      enumerable: true,
+      configurable: true,
+      get(this: object): unknown {
+        // The owner: the receiver, or the object it inherits the property from.
+        let owner: object | null = this;
+        let entry = lazyValues.get(owner)?.get(key);
+        while (entry === undefined && owner !== null) {
+          owner = Reflect.getPrototypeOf(owner);
+          entry = owner === null ? undefined : lazyValues.get(owner)?.get(key);
+        }
+        if (entry === undefined || owner === null) return undefined;
+        if (entry.compute !== undefined) {
+          entry.value = entry.compute();
+          entry.compute = undefined;
+        }
+        if (settle(owner, key, entry.value)) lazyValues.get(owner)?.delete(key);
+        return entry.value;
+      },
+      set(this: object, assigned: unknown): void {
+        // As an assignment to a writable data property: the receiver gets its own property.
+        if (!settle(this, key, assigned)) throw new TypeError(`Cannot assign to read only property '${key}' of object`);
+      },
+    };
+    lazyDescriptors.set(key, descriptor);
+  }
+  return descriptor;
 }
 
 /**
  * Replaces the existing own data property `target[key]` (its place in the key order kept) by one
  * computed on first read: an enumerable accessor that turns itself into the ordinary data
- * property holding the value when it is read or assigned, so `JSON.stringify`, spread,
- * `structuredClone` and deep equality see the value as if it had been stored. @internal
+ * property holding the value when it is read (`compute` runs once) or assigned, so
+ * `JSON.stringify`, spread, `structuredClone` and deep equality see the value as if it had been
+ * stored. If `target` is frozen before the first read, the accessor stays and keeps returning
+ * that value (the same object, for an object), and an assignment throws as on a frozen data
+ * property. @internal
  */
-export function lazyProperty(target: object, key: string, compute: () => number): void {
-  Object.defineProperty(target, key, {
-    enumerable: true,
-    configurable: true,
-    get(): number {
-      const value = compute();
-      settle(target, key, value); // fails only if `target` was frozen since: then stays computed
-      return value;
-    },
-    set(this: object, value: unknown): void {
-      // As an assignment to a writable data property: `this` gets its own property.
-      if (!settle(this, key, value)) throw new TypeError(`Cannot assign to read only property '${key}' of object`);
-    },
-  });
+export function lazyProperty(target: object, key: string, compute: () => unknown): void {
+  let values = lazyValues.get(target);
+  if (values === undefined) {
+    values = new Map();
+    lazyValues.set(target, values);
+  }
+  values.set(key, { compute, value: undefined });
+  Object.defineProperty(target, key, lazyDescriptor(key));
 }
 
 /**
  * Rewrites the messages the native pass found runs in: `out[i]` gets the new content and a
- * {@link BlocksMarker}, `verbatim[id]` the original. Returns one decision per reference and the
- * tokens all references saved, net. Unless the native pass counted the runs in full
- * (`fullCounts`), each decision's `tokensBefore` and `tokensSaved` are counted on first read
- * ({@link lazyProperty}), and so is the total when called. @internal
+ * {@link BlocksMarker}, `verbatim[id]` the original. The decisions are built apart, on demand
+ * ({@link BlockReport}). @internal
  */
-export function applyBlocks<M extends Identified>(
-  originals: readonly M[],
-  out: M[],
-  verbatim: Record<string, M>,
-  found: NativeBlocks,
-): { decisions: BlockDecision[]; tokensSaved: () => number } {
-  const decisions: BlockDecision[] = [];
-  const runTokens = new RunTokens();
-  const counted = found.tokensBefore;
-  let tokensAfterSum = 0;
-  let tokensBeforeSum = 0;
+export function applyBlocks<M extends Identified>(originals: readonly M[], out: M[], verbatim: Record<string, M>, found: NativeBlocks): void {
   const count = found.message.length;
   let k = 0;
   while (k < count) {
@@ -263,51 +249,18 @@ export function applyBlocks<M extends Identified>(
     const references: BlockReference[] = [];
     let at = 0;
     for (; k < count && found.message[k] === index; k++) {
-      const start = found.unitStart[k] as number;
-      const end = found.unitEnd[k] as number;
       const text = found.text[k] as string;
-      const target = found.target[k] as number;
-      const targetId = (originals[target] as M).id;
-      const lines = found.lineCount[k] as number;
-      const from = (found.targetLine[k] as number) + 1;
-      const lineStart = (found.lineStart[k] as number) + 1;
-      const tokensAfter = found.tokensAfter[k] as number;
-      tokensAfterSum += tokensAfter;
-      parts.push(content.slice(at, start), text);
-      at = end;
-      const reference: BlockReference = { line: found.outLine[k] as number, lines, target: targetId, from };
-      const tokensBefore = counted === undefined ? 0 : (counted[k] as number);
-      tokensBeforeSum += tokensBefore;
-      const decision: BlockDecision = {
-        index,
-        id: original.id,
-        kind: 'block',
-        duplicateOfIndex: target,
-        duplicateOfId: targetId,
-        lines: { from: lineStart, to: lineStart + lines - 1 },
-        targetLines: { from, to: from + lines - 1 },
-        charsBefore: end - start,
-        charsAfter: text.length,
-        charsSaved: end - start - text.length,
-        tokensBefore,
-        tokensAfter,
-        tokensSaved: tokensBefore - tokensAfter,
+      parts.push(content.slice(at, found.unitStart[k] as number), text);
+      at = found.unitEnd[k] as number;
+      const reference: BlockReference = {
+        line: found.outLine[k] as number,
+        lines: found.lineCount[k] as number,
+        target: (originals[found.target[k] as number] as M).id,
+        from: (found.targetLine[k] as number) + 1,
       };
-      if (counted === undefined) {
-        const run = runTokens.add(content.slice(start, end));
-        lazyProperty(decision, 'tokensBefore', () => runTokens.of(run));
-        lazyProperty(decision, 'tokensSaved', () => runTokens.of(run) - tokensAfter);
-      }
-      const first = found.numberedFirst[k] as number;
-      if (first !== 0xffffffff) {
-        const numbered: BlockNumbering = { first, width: found.width[k] as number, separator: String.fromCharCode(found.separator[k] as number) };
-        const targetFirst = found.targetNumberedFirst[k] as number;
-        if (targetFirst !== 0xffffffff) numbered.targetFirst = targetFirst;
-        reference.numbered = numbered;
-        decision.numbered = { from: first, to: first + lines - 1 };
-      }
+      const numbered = numberingOf(found, k);
+      if (numbered !== undefined) reference.numbered = numbered;
       references.push(reference);
-      decisions.push(decision);
     }
     parts.push(content.slice(at));
     const marker: BlocksMarker = { kind: 'blocks', references };
@@ -315,8 +268,107 @@ export function applyBlocks<M extends Identified>(
     out[index] = { ...original, content: parts.join(''), metadata: { ...(original.metadata ?? {}), ctxdedup: marker } };
     setOwn(verbatim, original.id, original);
   }
-  const saved = tokensBeforeSum - tokensAfterSum;
-  return { decisions, tokensSaved: counted === undefined ? () => runTokens.total() - tokensAfterSum : () => saved };
+}
+
+function numberingOf(found: NativeBlocks, k: number): BlockNumbering | undefined {
+  const first = found.numberedFirst[k] as number;
+  if (first === 0xffffffff) return undefined;
+  const numbered: BlockNumbering = { first, width: found.width[k] as number, separator: String.fromCharCode(found.separator[k] as number) };
+  const targetFirst = found.targetNumberedFirst[k] as number;
+  if (targetFirst !== 0xffffffff) numbered.targetFirst = targetFirst;
+  return numbered;
+}
+
+/**
+ * What a block pass reports: its totals, and its decisions and token figures on demand. The
+ * native pass counts a replaced run only as far as its net-positive test needs, so the o200k
+ * counts of the runs (`tokensBefore`, `tokensSaved`, `blockTokensSaved`) are taken here, all of
+ * a call's runs in one batch, on the first read of either, from the texts the pass read.
+ * @internal
+ */
+export class BlockReport {
+  readonly #found: NativeBlocks;
+  readonly #ids: readonly string[];
+  readonly #contents: readonly string[];
+  #counts: Uint32Array | undefined;
+  /** References, the lines they replaced, characters saved (net). */
+  readonly references: number;
+  readonly lines: number;
+  readonly charsSaved: number;
+
+  /** `ids` and `contents`: every message's id and content as the pass read them (snapshots). */
+  constructor(found: NativeBlocks, ids: readonly string[], contents: readonly string[]) {
+    this.#found = found;
+    this.#ids = ids;
+    this.#contents = contents;
+    let lines = 0;
+    let chars = 0;
+    const n = found.message.length;
+    for (let k = 0; k < n; k++) {
+      lines += found.lineCount[k] as number;
+      chars += (found.unitEnd[k] as number) - (found.unitStart[k] as number) - (found.text[k] as string).length;
+    }
+    this.references = n;
+    this.lines = lines;
+    this.charsSaved = chars;
+  }
+
+  #runTokens(): Uint32Array {
+    if (this.#counts === undefined) {
+      const f = this.#found;
+      const texts = new Array<string>(f.message.length);
+      for (let k = 0; k < texts.length; k++) {
+        texts[k] = (this.#contents[f.message[k] as number] as string).slice(f.unitStart[k] as number, f.unitEnd[k] as number);
+      }
+      this.#counts = native.countTokensBatch(texts, native.TokenEncoding.O200kBase);
+    }
+    return this.#counts;
+  }
+
+  /** o200k tokens all references saved, net of the references. */
+  tokensSaved(): number {
+    const before = this.#runTokens();
+    let saved = 0;
+    for (let k = 0; k < before.length; k++) saved += (before[k] as number) - (this.#found.tokensAfter[k] as number);
+    return saved;
+  }
+
+  /** One decision per reference, in order. */
+  decisions(): BlockDecision[] {
+    const f = this.#found;
+    const before = this.#runTokens();
+    const decisions = new Array<BlockDecision>(before.length);
+    for (let k = 0; k < before.length; k++) {
+      const index = f.message[k] as number;
+      const target = f.target[k] as number;
+      const lines = f.lineCount[k] as number;
+      const from = (f.targetLine[k] as number) + 1;
+      const lineStart = (f.lineStart[k] as number) + 1;
+      const charsBefore = (f.unitEnd[k] as number) - (f.unitStart[k] as number);
+      const charsAfter = (f.text[k] as string).length;
+      const tokensBefore = before[k] as number;
+      const tokensAfter = f.tokensAfter[k] as number;
+      const decision: BlockDecision = {
+        index,
+        id: this.#ids[index] as string,
+        kind: 'block',
+        duplicateOfIndex: target,
+        duplicateOfId: this.#ids[target] as string,
+        lines: { from: lineStart, to: lineStart + lines - 1 },
+        targetLines: { from, to: from + lines - 1 },
+        charsBefore,
+        charsAfter,
+        charsSaved: charsBefore - charsAfter,
+        tokensBefore,
+        tokensAfter,
+        tokensSaved: tokensBefore - tokensAfter,
+      };
+      const first = f.numberedFirst[k] as number;
+      if (first !== 0xffffffff) decision.numbered = { from: first, to: first + lines - 1 };
+      decisions[k] = decision;
+    }
+    return decisions;
+  }
 }
 
 /** The prefix of a numbered line: the number right-aligned to `width`, then the separator. */

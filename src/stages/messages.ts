@@ -29,6 +29,7 @@ import { native, type NativeBlockOptions, type NativeBlocks } from '../native.js
 import { deprecatedAlias } from '../deprecated.js';
 import {
   applyBlocks,
+  BlockReport,
   type BlockDecision,
   type BlockOptions,
   type BlocksMarker,
@@ -356,22 +357,31 @@ function blockInput(p: Plan, replaced: DedupeMessagesResult['decisions']): [Uint
   return [source, blocked, options];
 }
 
-/** Adds the block pass's rewrites, decisions and totals to a whole-message result. */
-function withBlocks<M extends Message>(p: Plan, result: DedupeMessagesResult<M>, found: NativeBlocks): DedupeMessagesResult<M> {
-  const { decisions: blocks, tokensSaved } = applyBlocks(p.messages as M[], result.messages, result.verbatim, found);
-  const decisions: MessageDecision[] = [...result.decisions, ...blocks].sort((a, b) => a.index - b.index);
+/**
+ * Adds the block pass's rewrites, decisions and totals to a whole-message result. `ids`: the
+ * messages' ids as the pass read them.
+ *
+ * The pass counts a replaced run's tokens only as far as its net-positive test needs: the
+ * decisions (with each run's `tokensBefore` and `tokensSaved`) and `stats.blockTokensSaved` are
+ * built on first read, all runs counted in one batch ({@link BlockReport}), as lazy properties
+ * that read exactly as stored values would ({@link lazyProperty}).
+ */
+function withBlocks<M extends Message>(p: Plan, result: DedupeMessagesResult<M>, found: NativeBlocks, ids: readonly string[]): DedupeMessagesResult<M> {
+  applyBlocks(p.messages as M[], result.messages, result.verbatim, found);
+  if (found.message.length === 0) return result;
+  const report = new BlockReport(found, ids, p.input.contents);
   const stats = { ...result.stats };
-  for (const d of blocks) {
-    stats.blockReferences++;
-    stats.blockLines += d.lines.to - d.lines.from + 1;
-    stats.blockCharsSaved += d.charsSaved;
-  }
-  // The sum of the decisions' `tokensSaved`, counted on first read (one batch for all runs).
-  if (blocks.length > 0) lazyProperty(stats, 'blockTokensSaved', tokensSaved);
+  stats.blockReferences = report.references;
+  stats.blockLines = report.lines;
+  stats.blockCharsSaved = report.charsSaved;
+  lazyProperty(stats, 'blockTokensSaved', () => report.tokensSaved());
   stats.charsSaved += stats.blockCharsSaved;
   stats.charsAfter -= stats.blockCharsSaved;
   stats.tokensSaved = Math.round(stats.charsSaved / CHARS_PER_TOKEN);
-  return { ...result, decisions, stats };
+  const whole = result.decisions;
+  const out: DedupeMessagesResult<M> = { ...result, decisions: whole, stats };
+  lazyProperty(out, 'decisions', () => [...whole, ...report.decisions()].sort((a, b) => a.index - b.index));
+  return out;
 }
 
 /**
@@ -392,7 +402,7 @@ export function dedupeMessages<M extends Message>(messages: readonly M[], option
   const result = apply<M>(p, unpack(analyzePacked(contents, lengths, blocked, p.native)));
   if (p.blocks === undefined) return result;
   const ids = p.messages.map((m) => m.id);
-  return withBlocks(p, result, native.dedupeBlocksSync(contents, ids, ...blockInput(p, result.decisions)));
+  return withBlocks(p, result, native.dedupeBlocksSync(contents, ids, ...blockInput(p, result.decisions)), ids);
 }
 
 /**
@@ -408,7 +418,7 @@ export async function dedupeMessagesAsync<M extends Message>(messages: readonly 
   const ids = p.messages.map((m) => m.id);
   const input = blockInput(p, whole.decisions);
   const found = units <= ASYNC_MIN_UNITS ? native.dedupeBlocksSync(contents, ids, ...input) : await native.dedupeBlocksAsync(contents, ids, ...input);
-  return withBlocks(p, whole, found);
+  return withBlocks(p, whole, found, ids);
 }
 
 /**

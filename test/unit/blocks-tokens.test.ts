@@ -1,10 +1,11 @@
 /**
  * Block dedup's token figures (`tokensBefore` / `tokensSaved` of each block decision and
  * `stats.blockTokensSaved`) are counted on first read: the native pass counts a replaced run only
- * as far as its net-positive test needs. Every way of reading a result must see exactly the
- * figures of a full count: property access, JSON.stringify, spread, structuredClone, vitest's
- * toEqual / toStrictEqual and node's isDeepStrictEqual; assignment and freezing behave as on a
- * plain data property.
+ * as far as its net-positive test needs, and a result's `decisions` and `stats.blockTokensSaved`
+ * are built when first read (all runs counted in one batch). Every way of reading a result must
+ * see exactly the figures of a full count: property access, JSON.stringify, spread,
+ * structuredClone, vitest's toEqual / toStrictEqual and node's isDeepStrictEqual; assignment,
+ * inheritance and freezing behave as on plain data properties.
  */
 import { isDeepStrictEqual } from 'node:util';
 import { describe, expect, it } from 'vitest';
@@ -29,6 +30,7 @@ function conversation(): Message[] {
     { id: 'r2', role: 'tool', content: edited.join('\n') },
     { id: 'r3', role: 'tool', content: `header\n${numbered}` },
     { id: 't', role: 'tool', content: `run 1\n${log}\nrun 2\n${log}` },
+    { id: 'r4', role: 'tool', content: a.join('\n') },
   ];
 }
 
@@ -44,9 +46,7 @@ function expected(input: Message[]): { decisions: Record<string, unknown>[]; blo
   const seen = new Map<number, number>();
   let saved = 0;
   const decisions = r.decisions.map((d) => {
-    // Copy the data properties only: no lazy figure is read here.
-    const plain: Record<string, unknown> = {};
-    for (const [key, descriptor] of Object.entries(Object.getOwnPropertyDescriptors(d))) plain[key] = 'value' in descriptor ? descriptor.value : undefined;
+    const plain: Record<string, unknown> = { ...d };
     if (d.kind !== 'block') return plain;
     const b = d as BlockDecision;
     const run = (input[b.index]?.content as string)
@@ -58,150 +58,148 @@ function expected(input: Message[]): { decisions: Record<string, unknown>[]; blo
     const out = (r.messages[b.index]?.content as string).split('\n');
     const refs = (r.messages[b.index]?.metadata?.['ctxdedup'] as { references: { line: number }[] }).references;
     const reference = out[refs[k]?.line as number] as string;
-    plain['tokensBefore'] = countTokens(run);
+    expect(plain['tokensBefore']).toBe(countTokens(run));
     expect(plain['tokensAfter']).toBe(countTokens(reference));
-    plain['tokensSaved'] = countTokens(run) - countTokens(reference);
+    expect(plain['tokensSaved']).toBe(countTokens(run) - countTokens(reference));
     saved += plain['tokensSaved'] as number;
     return plain;
   });
   return { decisions, blockTokensSaved: saved };
 }
 
+const DATA = { writable: true, enumerable: true, configurable: true };
+
 describe('block dedup: token figures counted on first read', () => {
   const input = conversation();
   const want = expected(input);
   const fresh = (): ReturnType<typeof dedupeMessages> => dedupeMessages(input, BLOCKS);
+  const wantBlocks = want.decisions.filter((d) => d['kind'] === 'block');
 
   it('the conversation has block decisions of every kind, and the figures are not stored up front', () => {
-    const r = fresh();
-    const blocks = blockDecisions(r);
+    const blocks = wantBlocks as unknown as BlockDecision[];
     expect(blocks.length).toBeGreaterThanOrEqual(4);
     expect(blocks.some((d) => d.numbered !== undefined)).toBe(true);
     expect(blocks.some((d) => d.duplicateOfIndex === d.index)).toBe(true);
-    for (const d of blocks) for (const key of LAZY) expect(Object.getOwnPropertyDescriptor(d, key)?.get).toBeTypeOf('function');
+    expect(want.decisions.some((d) => d['kind'] === 'exact')).toBe(true);
     expect(want.blockTokensSaved).toBeGreaterThan(0);
+    const r = fresh();
+    expect(Object.getOwnPropertyDescriptor(r, 'decisions')?.get).toBeTypeOf('function');
+    expect(Object.getOwnPropertyDescriptor(r.stats, 'blockTokensSaved')?.get).toBeTypeOf('function');
   });
 
   it('property reads give the full counts, and then the properties are plain data', () => {
     const r = fresh();
-    const blocks = blockDecisions(r);
-    const wanted = want.decisions.filter((d) => d['kind'] === 'block');
-    // Read one decision first (the whole call is counted in one batch), then the totals.
-    expect(blocks[2]?.tokensSaved).toBe(wanted[2]?.['tokensSaved']);
+    // The totals first (the whole call is counted in one batch), then the decisions.
     expect(r.stats.blockTokensSaved).toBe(want.blockTokensSaved);
-    expect(r.stats.blockTokensSaved).toBe(blocks.reduce((s, d) => s + d.tokensSaved, 0));
-    blocks.forEach((d, k) => {
-      expect(d.tokensBefore).toBe(wanted[k]?.['tokensBefore']);
+    expect(Object.getOwnPropertyDescriptor(r.stats, 'blockTokensSaved')).toEqual({ value: want.blockTokensSaved, ...DATA });
+    const decisions = r.decisions;
+    expect(decisions).toStrictEqual(want.decisions);
+    expect(r.decisions).toBe(decisions);
+    expect(Object.getOwnPropertyDescriptor(r, 'decisions')).toEqual({ value: decisions, ...DATA });
+    expect(r.stats.blockTokensSaved).toBe(blockDecisions(r).reduce((s, d) => s + d.tokensSaved, 0));
+    for (const d of blockDecisions(r)) {
       expect(d.tokensBefore - d.tokensAfter).toBe(d.tokensSaved);
-      for (const key of LAZY) {
-        expect(Object.getOwnPropertyDescriptor(d, key)).toEqual({ value: wanted[k]?.[key], writable: true, enumerable: true, configurable: true });
-      }
-    });
-    expect(Object.getOwnPropertyDescriptor(r.stats, 'blockTokensSaved')).toEqual({
-      value: want.blockTokensSaved,
-      writable: true,
-      enumerable: true,
-      configurable: true,
-    });
+      for (const key of LAZY) expect(Object.getOwnPropertyDescriptor(d, key)).toEqual({ value: d[key], ...DATA });
+    }
   });
 
-  it('the totals read first equal the sum of the decisions read afterwards', () => {
+  it('the decisions read first, then the totals', () => {
     const r = fresh();
-    const total = r.stats.blockTokensSaved;
-    expect(total).toBe(blockDecisions(r).reduce((s, d) => s + d.tokensSaved, 0));
+    expect(blockDecisions(r).map((d) => d.tokensSaved)).toEqual(wantBlocks.map((d) => d['tokensSaved']));
+    expect(r.stats.blockTokensSaved).toBe(want.blockTokensSaved);
   });
 
-  it('JSON.stringify sees the figures, in the key order of a stored object', () => {
-    const r = fresh();
-    const json = JSON.parse(JSON.stringify({ decisions: r.decisions, stats: r.stats })) as {
-      decisions: Record<string, unknown>[];
-      stats: Record<string, unknown>;
-    };
-    expect(json.decisions).toStrictEqual(want.decisions);
-    for (const [k, d] of json.decisions.entries()) expect(Object.keys(d)).toEqual(Object.keys(want.decisions[k] as object));
-    expect(json.stats['blockTokensSaved']).toBe(want.blockTokensSaved);
-    expect(Object.keys(json.stats)).toEqual(Object.keys(fresh().stats));
-    // Byte for byte the serialization of plain objects holding the figures.
-    expect(JSON.stringify(fresh().decisions)).toBe(JSON.stringify(want.decisions));
+  it('JSON.stringify sees the figures, in the key order of stored objects', () => {
+    const plain = fresh();
+    const json = JSON.stringify(fresh());
+    expect(json).toBe(JSON.stringify({ messages: plain.messages, verbatim: plain.verbatim, decisions: want.decisions, stats: { ...plain.stats } }));
+    expect(Object.keys(JSON.parse(json) as object)).toEqual(['messages', 'verbatim', 'decisions', 'stats']);
+    expect(JSON.stringify(fresh().stats)).toBe(JSON.stringify({ ...fresh().stats }));
+    expect((JSON.parse(JSON.stringify(fresh().stats)) as { blockTokensSaved: number }).blockTokensSaved).toBe(want.blockTokensSaved);
   });
 
   it('spread and Object.assign copy the figures', () => {
-    const spread = fresh().decisions.map((d) => ({ ...d }));
-    expect(spread).toStrictEqual(want.decisions);
-    const assigned = fresh().decisions.map((d) => Object.assign({}, d));
-    expect(assigned).toStrictEqual(want.decisions);
-    expect({ ...fresh().stats }.blockTokensSaved).toBe(want.blockTokensSaved);
+    const spread = { ...fresh() };
+    expect(Object.getOwnPropertyDescriptor(spread, 'decisions')).toEqual({ value: spread.decisions, ...DATA });
+    expect(spread.decisions).toStrictEqual(want.decisions);
+    expect(Object.assign({}, fresh()).decisions).toStrictEqual(want.decisions);
+    const stats = { ...fresh().stats };
+    expect(Object.getOwnPropertyDescriptor(stats, 'blockTokensSaved')).toEqual({ value: want.blockTokensSaved, ...DATA });
+    expect(Object.keys(stats)).toEqual(Object.keys(dedupeMessages(input, { keep: 'earliest' }).stats));
   });
 
   it('structuredClone copies the figures', () => {
-    const r = fresh();
-    const clone = structuredClone({ decisions: r.decisions, stats: r.stats });
+    const clone = structuredClone(fresh());
     expect(clone.decisions).toStrictEqual(want.decisions);
     expect(clone.stats.blockTokensSaved).toBe(want.blockTokensSaved);
+    expect(Object.keys(clone)).toEqual(['messages', 'verbatim', 'decisions', 'stats']);
   });
 
   it("vitest's toEqual / toStrictEqual and node's isDeepStrictEqual compare the figures", () => {
-    expect(fresh().decisions).toEqual(want.decisions);
-    expect(fresh().decisions).toStrictEqual(want.decisions);
-    expect(isDeepStrictEqual(fresh().decisions, want.decisions)).toBe(true);
+    const plain = fresh();
+    const stored = { messages: plain.messages, verbatim: plain.verbatim, decisions: want.decisions, stats: { ...plain.stats } };
+    expect(fresh()).toEqual(stored);
+    expect(fresh()).toStrictEqual(stored);
+    expect(isDeepStrictEqual(fresh(), stored)).toBe(true);
+    expect(isDeepStrictEqual(stored, fresh())).toBe(true);
     // A different figure is seen as different, whichever side is lazy.
     const wrong = want.decisions.map((d) => (d['kind'] === 'block' ? { ...d, tokensBefore: (d['tokensBefore'] as number) + 1 } : d));
-    expect(isDeepStrictEqual(fresh().decisions, wrong)).toBe(false);
-    expect(fresh().decisions).not.toEqual(wrong);
+    expect(isDeepStrictEqual(fresh(), { ...stored, decisions: wrong })).toBe(false);
+    expect(fresh()).not.toEqual({ ...stored, decisions: wrong });
+    expect(isDeepStrictEqual(fresh().stats, { ...stored.stats, blockTokensSaved: want.blockTokensSaved + 1 })).toBe(false);
     // Two lazy results compare equal to each other, and to a fully read one.
     expect(isDeepStrictEqual(fresh(), fresh())).toBe(true);
-    const read = fresh();
-    JSON.stringify(read);
-    expect(isDeepStrictEqual(fresh(), read)).toBe(true);
-    expect(fresh()).toStrictEqual(read);
-    const stats = fresh().stats;
-    expect(isDeepStrictEqual(stats, { ...read.stats })).toBe(true);
+    expect(fresh()).toStrictEqual(fresh());
   });
 
   it('assignment before the first read stores the value, as on a data property', () => {
     const r = fresh();
-    const [d] = blockDecisions(r);
-    if (d === undefined) throw new Error('no block decision');
-    d.tokensSaved = -1;
-    expect(d.tokensSaved).toBe(-1);
-    expect(Object.getOwnPropertyDescriptor(d, 'tokensSaved')).toEqual({ value: -1, writable: true, enumerable: true, configurable: true });
-    // The other figures and the totals do not depend on it.
-    expect(d.tokensBefore).toBe(want.decisions.find((w) => w['kind'] === 'block')?.['tokensBefore']);
-    expect(r.stats.blockTokensSaved).toBe(want.blockTokensSaved);
+    r.decisions = [];
+    expect(r.decisions).toEqual([]);
+    expect(Object.getOwnPropertyDescriptor(r, 'decisions')).toEqual({ value: [], ...DATA });
     r.stats.blockTokensSaved = 7;
     expect(r.stats.blockTokensSaved).toBe(7);
-    // An object inheriting from a decision gets its own property on assignment; the decision keeps its figure.
-    const [, e] = blockDecisions(fresh());
-    if (e === undefined) throw new Error('no second block decision');
-    const child = Object.create(e) as BlockDecision;
-    child.tokensBefore = 0;
-    expect(Object.hasOwn(child, 'tokensBefore')).toBe(true);
-    expect(e.tokensBefore).toBe(want.decisions.filter((w) => w['kind'] === 'block')[1]?.['tokensBefore']);
-    // Reading through an inheriting object gives the figure without adding an own property to it.
-    const [f] = blockDecisions(fresh());
-    const reader = Object.create(f as object) as BlockDecision;
-    expect(reader.tokensSaved).toBe(want.decisions.find((w) => w['kind'] === 'block')?.['tokensSaved']);
-    expect(Object.hasOwn(reader, 'tokensSaved')).toBe(false);
+    expect(Object.getOwnPropertyDescriptor(r.stats, 'blockTokensSaved')).toEqual({ value: 7, ...DATA });
+    // An object inheriting from a result gets its own property on assignment; the result keeps its value.
+    const base = fresh();
+    const child = Object.create(base) as typeof base;
+    child.decisions = [];
+    expect(Object.hasOwn(child, 'decisions')).toBe(true);
+    expect(base.decisions).toStrictEqual(want.decisions);
+    // Reading through an inheriting object gives the value without adding an own property to it.
+    const other = fresh();
+    const reader = Object.create(other) as typeof other;
+    expect(reader.decisions).toStrictEqual(want.decisions);
+    expect(Object.hasOwn(reader, 'decisions')).toBe(false);
+    expect(Object.getOwnPropertyDescriptor(other, 'decisions')).toEqual({ value: reader.decisions, ...DATA });
   });
 
-  it('a decision frozen before its first read still reads the figures, and refuses assignment', () => {
-    const [d] = blockDecisions(fresh());
-    if (d === undefined) throw new Error('no block decision');
-    Object.freeze(d);
-    const w = want.decisions.find((x) => x['kind'] === 'block') as Record<string, unknown>;
-    expect(d.tokensBefore).toBe(w['tokensBefore']);
-    expect(d.tokensBefore).toBe(w['tokensBefore']);
-    expect({ ...d }).toStrictEqual(w);
+  it('a result frozen before its first read still reads the same values, and refuses assignment', () => {
+    const r = fresh();
+    Object.freeze(r);
+    Object.freeze(r.stats);
+    const decisions = r.decisions;
+    expect(decisions).toStrictEqual(want.decisions);
+    expect(r.decisions).toBe(decisions);
+    expect(r.stats.blockTokensSaved).toBe(want.blockTokensSaved);
+    expect(r.stats.blockTokensSaved).toBe(want.blockTokensSaved);
+    expect({ ...r }.decisions).toBe(decisions);
     expect(() => {
-      d.tokensSaved = 1;
+      r.decisions = [];
     }).toThrow(TypeError);
-    expect(d.tokensSaved).toBe(w['tokensSaved']);
+    expect(() => {
+      r.stats.blockTokensSaved = 1;
+    }).toThrow(TypeError);
+    expect(r.decisions).toBe(decisions);
   });
 
-  it('the figures count the run texts as they were at the call, whatever happens to the input later', () => {
+  it('the figures and ids are those of the call, whatever happens to the input later', () => {
     const mutable = conversation();
     const r = dedupeMessages(mutable, BLOCKS);
-    for (const m of mutable) m.content = 'changed after the call';
+    for (const m of mutable) {
+      m.id = `changed ${m.id}`;
+      m.content = 'changed after the call';
+    }
     mutable.length = 0;
     expect(r.decisions).toStrictEqual(want.decisions);
     expect(r.stats.blockTokensSaved).toBe(want.blockTokensSaved);
@@ -218,8 +216,9 @@ describe('block dedup: token figures counted on first read', () => {
     expect(async).toStrictEqual(dedupeMessages(large, BLOCKS));
   });
 
-  it('a result without block references has plain totals', () => {
+  it('a result without block references is stored as before', () => {
     const r = dedupeMessages([{ id: 'a', content: 'x' }], BLOCKS);
-    expect(Object.getOwnPropertyDescriptor(r.stats, 'blockTokensSaved')).toEqual({ value: 0, writable: true, enumerable: true, configurable: true });
+    expect(Object.getOwnPropertyDescriptor(r, 'decisions')).toEqual({ value: [], ...DATA });
+    expect(Object.getOwnPropertyDescriptor(r.stats, 'blockTokensSaved')).toEqual({ value: 0, ...DATA });
   });
 });

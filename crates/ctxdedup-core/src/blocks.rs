@@ -397,7 +397,13 @@ fn for_each_line(text: &[u16], mut f: impl FnMut(usize, usize)) {
 }
 
 /// Parses a line-number prefix: `(number, width, separator, prefix length)`.
+#[inline]
 pub fn parse_line_number(line: &[u16]) -> Option<(u32, u32, u16, usize)> {
+    // Most lines start with neither a space nor a digit: one comparison for them.
+    let &first = line.first()?;
+    if first != b' ' as u16 && !(b'0' as u16..=b'9' as u16).contains(&first) {
+        return None;
+    }
     let pad = line
         .iter()
         .take(MAX_LINE_NUMBER_PAD + 1)
@@ -1035,7 +1041,7 @@ pub fn dedupe_blocks(
         top: (1..options.min_lines).fold(1u64, |p, _| p.wrapping_mul(ROLL)),
         scratch: Vec::new(),
         run_tokens: AHashMap::new(),
-        segment_tokens: AHashMap::new(),
+        segment_tokens: AHashMap::with_capacity(256),
         segments: Vec::new(),
         window_buffers: (Vec::new(), Vec::new()),
         line_buffer: Vec::new(),
