@@ -1205,6 +1205,9 @@ mod tests {
         s.encode_utf16().collect()
     }
 
+    /// A token counter.
+    type Counter = dyn Fn(&[u16]) -> usize + Sync;
+
     /// Counts "tokens" as runs of letters or digits plus other units (a stand-in BPE).
     fn toy_tokens(t: &[u16]) -> usize {
         let mut n = 0;
@@ -1678,7 +1681,7 @@ mod tests {
             // Lone surrogates did not survive `from_utf16_lossy`: the raw units as a third case.
             let raw = Case { contents: lines.clone(), ..case_of(&unicode, vec![true; lines.len()], vec![true; lines.len()]) };
             for case in cases.iter().chain([&raw]) {
-                let counters: [&(dyn Fn(&[u16]) -> usize + Sync); 2] = [&toy_tokens, &real];
+                let counters: [&Counter; 2] = [&toy_tokens, &real];
                 for count in counters {
                     let full = case.run_with(&options, count);
                     let mut decided = case.run_with(&lazy, count);
