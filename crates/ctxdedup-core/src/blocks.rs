@@ -39,6 +39,34 @@
 use crate::to_u32;
 use ahash::{AHashMap, RandomState};
 use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// Hashes a `u64` key to itself. The keys of the window index and of the segment memo are
+/// already outputs of the pass's keyed hash (a fresh key per call), uniformly spread, so hashing
+/// them again would buy nothing but time.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Not used by the `u64` keys; any other key is still hashed deterministically.
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(ROLL);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+/// A map from keyed-hash values ([`KeyHasher`]).
+type KeyMap<V> = HashMap<u64, V, BuildHasherDefault<KeyHasher>>;
 
 /// Occurrences remembered per window: the earliest and the most recent ones. Each scan position
 /// extends all of them (the longest run wins), so work stays linear with this factor.
@@ -446,7 +474,7 @@ struct Pass<'a, 'c> {
     options: &'a BlockOptions,
     hasher: RandomState,
     /// Window hash -> earliest verbatim occurrence `(message, line)` within the lookback.
-    index: AHashMap<u64, Candidates>,
+    index: KeyMap<Candidates>,
     done: Vec<Option<Processed>>,
     /// `ROLL^(min_lines - 1)`.
     top: u64,
@@ -456,7 +484,7 @@ struct Pass<'a, 'c> {
     run_tokens: AHashMap<SpanKey, usize>,
     /// Token counts of run segments (see [`starts_segment`]) by a hash of their lines, with
     /// their text: a line replaced again in another run is not counted again.
-    segment_tokens: AHashMap<u64, (&'c [u16], u32)>,
+    segment_tokens: KeyMap<(&'c [u16], u32)>,
     /// The segments of the run being counted (reused): `(start, end, key)`.
     segments: Vec<(u32, u32, u64)>,
     /// The window hashes of the message being processed (reused).
@@ -1036,12 +1064,12 @@ pub fn dedupe_blocks(
         conv,
         options,
         hasher: RandomState::new(),
-        index: AHashMap::with_capacity(units / 64),
+        index: KeyMap::with_capacity_and_hasher(units / 64, BuildHasherDefault::default()),
         done: (0..n).map(|_| None).collect(),
         top: (1..options.min_lines).fold(1u64, |p, _| p.wrapping_mul(ROLL)),
         scratch: Vec::new(),
         run_tokens: AHashMap::new(),
-        segment_tokens: AHashMap::with_capacity(256),
+        segment_tokens: KeyMap::with_capacity_and_hasher(256, BuildHasherDefault::default()),
         segments: Vec::new(),
         window_buffers: (Vec::new(), Vec::new()),
         line_buffer: Vec::new(),

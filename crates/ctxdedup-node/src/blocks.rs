@@ -181,8 +181,8 @@ fn to_js(refs: Vec<BlockRef>) -> NativeBlocks {
             .map(Uint32Array::new),
         tokens_after: column(&|r| r.tokens_after),
         text: refs
-            .iter()
-            .map(|r| Utf16String::from(r.text.clone()))
+            .into_iter()
+            .map(|r| Utf16String::from(r.text))
             .collect(),
     }
 }
