@@ -389,12 +389,6 @@ impl Line {
     }
 }
 
-struct Processed {
-    lines: Box<[Line]>,
-    /// Output line of each input line, or [`NONE`] when replaced.
-    out_line: Vec<u32>,
-}
-
 /// Calls `f(start, end)` for each line of `text` (split on `\n`), in order.
 fn for_each_line(text: &[u16], mut f: impl FnMut(usize, usize)) {
     const CHUNK: usize = 16;
@@ -475,7 +469,13 @@ struct Pass<'a, 'c> {
     hasher: RandomState,
     /// Window hash -> earliest verbatim occurrence `(message, line)` within the lookback.
     index: KeyMap<Candidates>,
-    done: Vec<Option<Processed>>,
+    /// The line records of every message processed so far, one message after another (one
+    /// arena per call, no allocation per message).
+    lines: Vec<Line>,
+    /// Output line of each record of `lines`, or [`NONE`] when replaced (or not emitted yet).
+    out_lines: Vec<u32>,
+    /// Where each message's records start in `lines` and how many there are.
+    spans: Vec<(u32, u32)>,
     /// `ROLL^(min_lines - 1)`.
     top: u64,
     scratch: Vec<u16>,
@@ -489,8 +489,6 @@ struct Pass<'a, 'c> {
     segments: Vec<(u32, u32, u64)>,
     /// The window hashes of the message being processed (reused).
     window_buffers: (Vec<u64>, Vec<u64>),
-    /// The lines of the message being split (reused).
-    line_buffer: Vec<Line>,
 }
 
 /// A confirmed run: `len` lines from line `i` equal `len` lines from line `j` of `target`.
@@ -579,14 +577,15 @@ enum Mode {
 }
 
 impl<'a, 'c> Pass<'a, 'c> {
-    /// The lines of message `m`, exactly sized (built in `buffer`).
-    fn lines_of(&self, m: usize, buffer: &mut Vec<Line>) -> Box<[Line]> {
+    /// Appends the line records of message `m` to `self.lines` and records where they are.
+    fn split(&mut self, m: usize) {
         let text = self.conv.contents[m];
-        buffer.clear();
-        let lines = buffer;
+        let (options, hasher) = (self.options, &self.hasher);
+        let lines = &mut self.lines;
+        let base = lines.len();
         let push = |start: usize, end: usize| {
             let line = &text[start..end];
-            let parsed = if self.options.line_numbers {
+            let parsed = if options.line_numbers {
                 parse_line_number(line)
             } else {
                 None
@@ -596,7 +595,7 @@ impl<'a, 'c> Pass<'a, 'c> {
                 None => (NONE, 0, start),
             };
             // One hash of the text; a numbered line's key mixes its format in.
-            let plain_key: u64 = self.hasher.hash_one(&text[rest..end]);
+            let plain_key: u64 = hasher.hash_one(&text[rest..end]);
             let key = if format == 0 {
                 plain_key
             } else {
@@ -612,7 +611,15 @@ impl<'a, 'c> Pass<'a, 'c> {
             });
         };
         for_each_line(text, push);
-        lines.as_slice().into()
+        let n = self.lines.len() - base;
+        self.out_lines.resize(base + n, NONE);
+        self.spans[m] = (to_u32(base), to_u32(n));
+    }
+
+    /// Where message `m`'s records are in `self.lines` (and `self.out_lines`).
+    fn span(&self, m: usize) -> std::ops::Range<usize> {
+        let (start, n) = self.spans[m];
+        start as usize..(start + n) as usize
     }
 
     /// Rolling hashes of every window of `min_lines` lines, into `out` (cleared first).
@@ -639,18 +646,12 @@ impl<'a, 'c> Pass<'a, 'c> {
     }
 
     /// Length of the run from line `i` of message `m` against line `j` of `target`, in `mode`.
-    fn extend(
-        &self,
-        (m, i): (usize, usize),
-        lines: &[Line],
-        (target, j): (usize, usize),
-        own: &[u32],
-        mode: Mode,
-    ) -> usize {
-        let (tlines, tout) = match self.done[target].as_ref() {
-            Some(p) => (&p.lines[..], &p.out_line[..]),
-            None => (lines, own),
-        };
+    fn extend(&self, (m, i): (usize, usize), (target, j): (usize, usize), mode: Mode) -> usize {
+        let lines = &self.lines[self.span(m)];
+        let (tlines, tout) = (
+            &self.lines[self.span(target)],
+            &self.out_lines[self.span(target)],
+        );
         let text = self.conv.contents[m];
         let ttext = self.conv.contents[target];
         let (first, tfirst) = (lines[i], tlines[j]);
@@ -711,9 +712,7 @@ impl<'a, 'c> Pass<'a, 'c> {
     fn best_run(
         &self,
         m: usize,
-        lines: &[Line],
         i: usize,
-        own: &[u32],
         windows: [Option<u64>; 2],
     ) -> (Option<(usize, usize, usize, Mode)>, usize) {
         let mut best: Option<(usize, usize, usize, Mode)> = None;
@@ -732,7 +731,7 @@ impl<'a, 'c> Pass<'a, 'c> {
                     continue;
                 }
                 for &mode in modes {
-                    let len = self.extend((m, i), lines, (target, j), own, mode);
+                    let len = self.extend((m, i), (target, j), mode);
                     work += len + 1;
                     if best.map_or(true, |b| len > b.0) {
                         best = Some((len, target, j, mode));
@@ -749,20 +748,19 @@ impl<'a, 'c> Pass<'a, 'c> {
         count_tokens: &(dyn Fn(&[u16]) -> usize + Sync),
         refs: &mut Vec<BlockRef>,
     ) {
-        let mut buffer = std::mem::take(&mut self.line_buffer);
-        let lines = self.lines_of(m, &mut buffer);
-        self.line_buffer = buffer;
+        self.split(m);
+        let base = self.span(m).start;
+        let lines = &self.lines[self.span(m)];
         let (mut windows, mut renumber) = std::mem::take(&mut self.window_buffers);
-        self.windows(&lines, |l| l.key, &mut windows);
+        self.windows(lines, |l| l.key, &mut windows);
         // Numbered lines may also repeat unnumbered ones: their text as a plain line's.
         if self.conv.eligible[m] && lines.iter().any(|l| l.format != 0) {
-            self.windows(&lines, Line::plain_key, &mut renumber);
+            self.windows(lines, Line::plain_key, &mut renumber);
         } else {
             renumber.clear();
         }
         let k = self.options.min_lines;
         let n = lines.len();
-        let mut out_line = vec![NONE; n];
         let eligible = self.conv.eligible[m];
         let (mut i, mut out, mut segment) = (0usize, 0u32, 0usize);
         let (mut spent, budget) = (0usize, RETRY_BUDGET_PER_LINE * n + RETRY_BUDGET_BASE);
@@ -771,9 +769,7 @@ impl<'a, 'c> Pass<'a, 'c> {
             if eligible && i + k <= n {
                 let (best, work) = self.best_run(
                     m,
-                    &lines,
                     i,
-                    &out_line,
                     [
                         Some(windows[i]),
                         renumber.get(i).copied().filter(|&w| w != windows[i]),
@@ -796,7 +792,7 @@ impl<'a, 'c> Pass<'a, 'c> {
                             mode,
                             out,
                         };
-                        match self.reference(m, &lines, &out_line, at, count_tokens) {
+                        match self.reference(m, at, count_tokens) {
                             Ok(r) => {
                                 refs.push(r);
                                 i += len;
@@ -815,7 +811,7 @@ impl<'a, 'c> Pass<'a, 'c> {
                 }
             }
             for _ in 0..verbatim {
-                out_line[i] = out;
+                self.out_lines[base + i] = out;
                 out += 1;
                 i += 1;
                 if i - segment >= k {
@@ -823,7 +819,6 @@ impl<'a, 'c> Pass<'a, 'c> {
                 }
             }
         }
-        self.done[m] = Some(Processed { lines, out_line });
         self.window_buffers = (windows, renumber);
     }
 
@@ -834,7 +829,8 @@ impl<'a, 'c> Pass<'a, 'c> {
     /// non-empty: the first holds a line break or is the whole run (which has at least one
     /// unit: only a run longer than its reference is counted), and a later one starts with a
     /// visible character.
-    fn split_segments(&mut self, text: &[u16], lines: &[Line]) {
+    fn split_segments(&mut self, text: &[u16], run: std::ops::Range<usize>) {
+        let lines = &self.lines[run];
         let segments = &mut self.segments;
         segments.clear();
         let (mut start, mut key) = (lines[0].start, 0u64);
@@ -855,10 +851,10 @@ impl<'a, 'c> Pass<'a, 'c> {
     fn count_run(
         &mut self,
         text: &'c [u16],
-        lines: &[Line],
+        run: std::ops::Range<usize>,
         count_tokens: &(dyn Fn(&[u16]) -> usize + Sync),
     ) -> usize {
-        self.split_segments(text, lines);
+        self.split_segments(text, run);
         let mut total = 0;
         for k in 0..self.segments.len() {
             let (start, end, key) = self.segments[k];
@@ -884,11 +880,11 @@ impl<'a, 'c> Pass<'a, 'c> {
     fn more_tokens_than(
         &mut self,
         text: &'c [u16],
-        lines: &[Line],
+        run: std::ops::Range<usize>,
         bound: usize,
         count_tokens: &(dyn Fn(&[u16]) -> usize + Sync),
     ) -> bool {
-        self.split_segments(text, lines);
+        self.split_segments(text, run);
         let n = self.segments.len();
         let mut counted = 0;
         for k in 0..n {
@@ -930,8 +926,6 @@ impl<'a, 'c> Pass<'a, 'c> {
     fn reference(
         &mut self,
         m: usize,
-        lines: &[Line],
-        own_out: &[u32],
         run: Run,
         count_tokens: &(dyn Fn(&[u16]) -> usize + Sync),
     ) -> Result<BlockRef, Reject> {
@@ -943,24 +937,27 @@ impl<'a, 'c> Pass<'a, 'c> {
             mode,
             out,
         } = run;
-        let (tlines, tout) = match self.done[target].as_ref() {
-            Some(p) => (&p.lines[..], &p.out_line[..]),
-            None => (lines, own_out),
-        };
-        let (tfirst, target_line) = (tlines[j], tout[j] as usize);
+        // The run's records in `self.lines`, and its first line's and its target's.
+        let records = self.span(m).start + i..self.span(m).start + i + len;
+        let first = self.lines[records.start];
+        let at = self.span(target).start + j;
+        let (tfirst, target_line) = (self.lines[at], self.out_lines[at] as usize);
         let text = self.conv.contents[m];
-        let (unit_start, unit_end) = (lines[i].start as usize, lines[i + len - 1].end as usize);
+        let (unit_start, unit_end) = (
+            first.start as usize,
+            self.lines[records.end - 1].end as usize,
+        );
         let run = &text[unit_start..unit_end];
         if run.len() < self.options.min_chars {
             return Err(Reject::Short);
         }
         let numbering = match mode {
             Mode::Plain => None,
-            Mode::Numbered if lines[i].number == tfirst.number => None,
+            Mode::Numbered if first.number == tfirst.number => None,
             Mode::Numbered | Mode::Renumbered => {
-                let format = lines[i].format;
+                let format = first.format;
                 Some(Numbering {
-                    first: lines[i].number,
+                    first: first.number,
                     target_first: (mode == Mode::Numbered).then_some(tfirst.number),
                     width: format >> 16,
                     separator: (format & 0xFFFF) as u16,
@@ -987,30 +984,30 @@ impl<'a, 'c> Pass<'a, 'c> {
                 // The replaced text is determined by the target span, the mode and the
                 // numbering, so a span replaced again (a file re-read many times, periodic
                 // content) is counted once.
-                let first = if mode == Mode::Plain {
+                let number = if mode == Mode::Plain {
                     NONE
                 } else {
-                    lines[i].number
+                    first.number
                 };
                 let span = (
                     to_u32(target),
                     to_u32(j),
                     to_u32(len),
                     mode as u8,
-                    first,
-                    lines[i].format,
+                    number,
+                    first.format,
                 );
                 let n = match self.run_tokens.get(&span) {
                     Some(&n) => n,
                     None => {
-                        let n = self.count_run(text, &lines[i..i + len], count_tokens);
+                        let n = self.count_run(text, records.clone(), count_tokens);
                         self.run_tokens.insert(span, n);
                         n
                     }
                 };
                 (tokens_after < n).then_some(Some(n))
             } else {
-                self.more_tokens_than(text, &lines[i..i + len], tokens_after, count_tokens)
+                self.more_tokens_than(text, records, tokens_after, count_tokens)
                     .then_some(None)
             };
             tokens_before.map(|tokens_before| BlockRef {
@@ -1065,14 +1062,16 @@ pub fn dedupe_blocks(
         options,
         hasher: RandomState::new(),
         index: KeyMap::with_capacity_and_hasher(units / 64, BuildHasherDefault::default()),
-        done: (0..n).map(|_| None).collect(),
+        // About one line per 48 units of text (the arena grows if there are more).
+        lines: Vec::with_capacity(units / 48 + 16),
+        out_lines: Vec::with_capacity(units / 48 + 16),
+        spans: vec![(0, 0); n],
         top: (1..options.min_lines).fold(1u64, |p, _| p.wrapping_mul(ROLL)),
         scratch: Vec::new(),
         run_tokens: AHashMap::new(),
         segment_tokens: KeyMap::with_capacity_and_hasher(256, BuildHasherDefault::default()),
         segments: Vec::new(),
         window_buffers: (Vec::new(), Vec::new()),
-        line_buffer: Vec::new(),
     };
     let mut refs = Vec::new();
     for m in 0..n {
