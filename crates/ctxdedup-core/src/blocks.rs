@@ -748,7 +748,6 @@ impl<'a, 'c> Pass<'a, 'c> {
         count_tokens: &(dyn Fn(&[u16]) -> usize + Sync),
         refs: &mut Vec<BlockRef>,
     ) {
-        self.split(m);
         let base = self.span(m).start;
         let lines = &self.lines[self.span(m)];
         let (mut windows, mut renumber) = std::mem::take(&mut self.window_buffers);
@@ -1052,34 +1051,92 @@ pub fn dedupe_blocks(
     if options.min_lines == 0 {
         return Err("min_lines must be at least 1".into());
     }
-    // About one window per 64 units of text: most tables never grow.
-    let units: usize = (0..n)
-        .filter(|&m| conv.source[m] || conv.eligible[m])
-        .map(|m| conv.contents[m].len())
-        .sum();
+    let mut scratch = SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
     let mut pass = Pass {
         conv,
         options,
         hasher: RandomState::new(),
-        index: KeyMap::with_capacity_and_hasher(units / 64, BuildHasherDefault::default()),
-        // About one line per 48 units of text (the arena grows if there are more).
-        lines: Vec::with_capacity(units / 48 + 16),
-        out_lines: Vec::with_capacity(units / 48 + 16),
-        spans: vec![(0, 0); n],
+        index: scratch.index,
+        lines: scratch.lines,
+        out_lines: scratch.out_lines,
+        spans: scratch.spans,
         top: (1..options.min_lines).fold(1u64, |p, _| p.wrapping_mul(ROLL)),
         scratch: Vec::new(),
         run_tokens: AHashMap::new(),
         segment_tokens: KeyMap::with_capacity_and_hasher(256, BuildHasherDefault::default()),
-        segments: Vec::new(),
-        window_buffers: (Vec::new(), Vec::new()),
+        segments: scratch.segments,
+        window_buffers: scratch.windows,
     };
+    pass.spans.resize(n, (0, 0));
+    // Every message's lines first: the window index is then sized once, for at most one window
+    // per line, and never grows.
+    for m in 0..n {
+        if conv.source[m] || conv.eligible[m] {
+            pass.split(m);
+        }
+    }
+    pass.index.reserve(pass.lines.len());
     let mut refs = Vec::new();
     for m in 0..n {
         if conv.source[m] || conv.eligible[m] {
             pass.process(m, count_tokens, &mut refs);
         }
     }
+    scratch = Scratch {
+        index: pass.index,
+        lines: pass.lines,
+        out_lines: pass.out_lines,
+        spans: pass.spans,
+        segments: pass.segments,
+        windows: pass.window_buffers,
+    };
+    scratch.clear();
+    SCRATCH.with(|s| *s.borrow_mut() = scratch);
     Ok(refs)
+}
+
+/// The working memory of a pass, kept per thread between calls (cleared): a call then allocates
+/// (and the allocator consolidates) only when it needs more than an earlier one did.
+#[derive(Default)]
+struct Scratch {
+    index: KeyMap<Candidates>,
+    lines: Vec<Line>,
+    out_lines: Vec<u32>,
+    spans: Vec<(u32, u32)>,
+    segments: Vec<(u32, u32, u64)>,
+    windows: (Vec<u64>, Vec<u64>),
+}
+
+/// Bytes of working memory a thread keeps between calls, at most: beyond that, a buffer is
+/// freed after the call (a call that large is not dominated by allocation).
+const SCRATCH_KEEP_BYTES: usize = 8 << 20;
+
+impl Scratch {
+    /// Empties every buffer, and frees those beyond [`SCRATCH_KEEP_BYTES`].
+    fn clear(&mut self) {
+        fn keep<T>(v: &mut Vec<T>) {
+            v.clear();
+            if v.capacity() * std::mem::size_of::<T>() > SCRATCH_KEEP_BYTES {
+                *v = Vec::new();
+            }
+        }
+        // Buckets of 24 bytes plus one control byte.
+        if self.index.capacity() * 25 > SCRATCH_KEEP_BYTES {
+            self.index = KeyMap::default();
+        } else {
+            self.index.clear();
+        }
+        keep(&mut self.lines);
+        keep(&mut self.out_lines);
+        keep(&mut self.spans);
+        keep(&mut self.segments);
+        keep(&mut self.windows.0);
+        keep(&mut self.windows.1);
+    }
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
 }
 
 /// What determines a replaced run's text: `(target, target line, lines, mode, first number,
