@@ -177,6 +177,11 @@ export interface DedupeMessagesResult<M extends Message = Message> {
   messages: M[];
   /** Originals of every replaced message, by id. */
   verbatim: Record<string, M>;
+  /**
+   * One decision per replacement, by message index. With block references, built on first read
+   * (it then counts the replaced runs' o200k tokens, all in one batch), as is
+   * `stats.blockTokensSaved`: the values are those of a stored array.
+   */
   decisions: MessageDecision[];
   stats: MessageDedupStats;
 }
