@@ -41,6 +41,12 @@ export declare function cosineClustersAsync(embeddingsData: Float32Array, dim: n
 /** The `k` embeddings most similar to `query` (exact cosine), most similar first. */
 export declare function cosineNearest(embeddingsData: Float32Array, dim: number, query: Float32Array, k: number): NativeNearest
 
+/**
+ * o200k_base token count of each replaced run's text (`ctxdedup_core::blocks::count_runs`: the
+ * counts of `countTokensBatch`, each distinct segment counted once per call).
+ */
+export declare function countBlockRuns(texts: string[]): Uint32Array
+
 /** Number of tokens of `text`, special-token text counted as plain text. */
 export declare function countTokens(text: string, encoding: TokenEncoding): number
 

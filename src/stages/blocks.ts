@@ -320,7 +320,7 @@ export class BlockReport {
       for (let k = 0; k < texts.length; k++) {
         texts[k] = (this.#contents[f.message[k] as number] as string).slice(f.unitStart[k] as number, f.unitEnd[k] as number);
       }
-      this.#counts = native.countTokensBatch(texts, native.TokenEncoding.O200kBase);
+      this.#counts = native.countBlockRuns(texts);
     }
     return this.#counts;
   }

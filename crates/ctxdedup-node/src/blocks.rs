@@ -6,7 +6,7 @@
 
 use crate::strings::JsStrings;
 use ctxdedup_core::blocks::{
-    dedupe_blocks, eligible_flags, BlockOptions, BlockRef, Conversation, Template,
+    count_runs, dedupe_blocks, eligible_flags, BlockOptions, BlockRef, Conversation, Template,
 };
 use ctxdedup_core::messages::Eligibility;
 use ctxdedup_core::{to_u32, Utf16Arena};
@@ -229,4 +229,14 @@ pub fn dedupe_blocks_async(
     Ok(AsyncTask::new(BlockJob::new(
         &contents, &ids, source, blocked, &options,
     )?))
+}
+
+/// o200k_base token count of each replaced run's text (`ctxdedup_core::blocks::count_runs`: the
+/// counts of `countTokensBatch`, each distinct segment counted once per call).
+#[napi(catch_unwind)]
+pub fn count_block_runs(#[napi(ts_arg_type = "string[]")] texts: JsStrings) -> Uint32Array {
+    let arena = texts.to_arena();
+    let counts = count_runs(&slices(&arena), &tokens_o200k);
+    crate::strings::buffer_pool::give_back(arena.into_buffer());
+    Uint32Array::new(counts.into_iter().map(to_u32).collect())
 }
