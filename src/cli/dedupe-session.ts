@@ -10,7 +10,8 @@ import { analysisInput, analyze, decide, inRecencyWindow, recencyStartOf, refere
 import {
   DEFAULT_TEMPLATES,
   dedupeMessages,
-  dedupeMessagesAsync,
+  dedupeMessagesAsyncCounted,
+  dedupeMessagesCounted,
   type DedupeMessagesOptions,
   type DedupeMessagesResult,
   type Message,
@@ -117,13 +118,13 @@ function rewrites(r: DedupeMessagesResult): SessionDecisions {
 }
 
 /**
- * The message stage through its public API (`dedupeMessagesAsync`): what the CLI runs with
+ * The message stage (`dedupeMessagesAsync`, counting block runs in the pass: the report reads them all): what the CLI runs with
  * blocks, and the reference its lean path is tested against.
  */
-export const stageEngine: DedupeEngine = async (messages, options) => rewrites(await dedupeMessagesAsync(messages, options));
+export const stageEngine: DedupeEngine = async (messages, options) => rewrites(await dedupeMessagesAsyncCounted(messages, options, true));
 
 /** {@link stageEngine} on the calling thread: a worker thread has nothing else to do meanwhile. */
-const stageEngineInline: DedupeEngine = async (messages, options) => rewrites(dedupeMessages(messages, options));
+const stageEngineInline: DedupeEngine = async (messages, options) => rewrites(dedupeMessagesCounted(messages, options, true));
 
 /**
  * The default engine: the stage's own decision path (src/stages/message-analysis.ts: eligibility,

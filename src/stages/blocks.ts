@@ -301,6 +301,8 @@ export class BlockReport {
     this.#found = found;
     this.#ids = ids;
     this.#contents = contents;
+    // A pass run with `fullCounts` (off the JS thread) brings its counts along.
+    this.#counts = found.tokensBefore;
     let lines = 0;
     let chars = 0;
     const n = found.message.length;
@@ -311,6 +313,11 @@ export class BlockReport {
     this.references = n;
     this.lines = lines;
     this.charsSaved = chars;
+  }
+
+  /** Whether the run counts are known yet (reading the token figures costs nothing more). */
+  get counted(): boolean {
+    return this.#counts !== undefined;
   }
 
   #runTokens(): Uint32Array {

@@ -348,7 +348,7 @@ function apply<M extends Message>(p: Plan, found: { exact: Annotation[]; fuzzy: 
 }
 
 /** Inputs of the block pass once whole-message replacements are known. */
-function blockInput(p: Plan, replaced: DedupeMessagesResult['decisions']): [Uint8Array, Uint8Array, NativeBlockOptions] {
+function blockInput(p: Plan, replaced: DedupeMessagesResult['decisions'], fullCounts: boolean): [Uint8Array, Uint8Array, NativeBlockOptions] {
   const n = p.messages.length;
   const source = new Uint8Array(n);
   const blocked = p.input.blocked.slice();
@@ -357,8 +357,9 @@ function blockInput(p: Plan, replaced: DedupeMessagesResult['decisions']): [Uint
     source[d.index] = 0;
     blocked[d.index] = 1;
   }
-  // Runs are counted only as far as the decisions need; the reported counts are taken on first read.
-  const options = { ...(p.blocks as ResolvedBlockOptions), messageMinChars: p.native.minChars, skipPrefixes: p.native.skipPrefixes, fullCounts: false };
+  // On the JS thread, runs are counted only as far as the decisions need and the reported counts
+  // are taken on first read; off it (`fullCounts`), in full there, so reading never blocks the loop.
+  const options = { ...(p.blocks as ResolvedBlockOptions), messageMinChars: p.native.minChars, skipPrefixes: p.native.skipPrefixes, fullCounts };
   return [source, blocked, options];
 }
 
@@ -379,13 +380,16 @@ function withBlocks<M extends Message>(p: Plan, result: DedupeMessagesResult<M>,
   stats.blockReferences = report.references;
   stats.blockLines = report.lines;
   stats.blockCharsSaved = report.charsSaved;
-  lazyProperty(stats, 'blockTokensSaved', () => report.tokensSaved());
+  if (report.counted) stats.blockTokensSaved = report.tokensSaved();
+  else lazyProperty(stats, 'blockTokensSaved', () => report.tokensSaved());
   stats.charsSaved += stats.blockCharsSaved;
   stats.charsAfter -= stats.blockCharsSaved;
   stats.tokensSaved = Math.round(stats.charsSaved / CHARS_PER_TOKEN);
   const whole = result.decisions;
+  const decisions = (): MessageDecision[] => [...whole, ...report.decisions()].sort((a, b) => a.index - b.index);
+  if (report.counted) return { ...result, decisions: decisions(), stats };
   const out: DedupeMessagesResult<M> = { ...result, decisions: whole, stats };
-  lazyProperty(out, 'decisions', () => [...whole, ...report.decisions()].sort((a, b) => a.index - b.index));
+  lazyProperty(out, 'decisions', decisions);
   return out;
 }
 
@@ -401,13 +405,26 @@ function withBlocks<M extends Message>(p: Plan, result: DedupeMessagesResult<M>,
  * restoreMessages(messages, verbatim); // deep-equals conversation
  */
 export function dedupeMessages<M extends Message>(messages: readonly M[], options?: DedupeMessagesOptions): DedupeMessagesResult<M> {
+  return dedupeMessagesCounted(messages, options, false);
+}
+
+/**
+ * {@link dedupeMessages} for a caller that reads every decision (the CLI's report): with
+ * `countInPass`, the block pass counts each replaced run in full as it goes, which costs less
+ * than counting them all on first read. Same result either way. @internal
+ */
+export function dedupeMessagesCounted<M extends Message>(
+  messages: readonly M[],
+  options: DedupeMessagesOptions | undefined,
+  countInPass: boolean,
+): DedupeMessagesResult<M> {
   const p = plan(messages, options);
   const { contents, lengths, blocked } = p.input;
   // `blocked` holds 0 or 1 only: as packed flags it blocks, and excludes nothing else.
   const result = apply<M>(p, unpack(analyzePacked(contents, lengths, blocked, p.native)));
   if (p.blocks === undefined) return result;
   const ids = p.messages.map((m) => m.id);
-  return withBlocks(p, result, native.dedupeBlocksSync(contents, ids, ...blockInput(p, result.decisions)), ids);
+  return withBlocks(p, result, native.dedupeBlocksSync(contents, ids, ...blockInput(p, result.decisions, countInPass)), ids);
 }
 
 /**
@@ -416,13 +433,23 @@ export function dedupeMessages<M extends Message>(messages: readonly M[], option
  * Small batches (up to {@link ASYNC_MIN_UNITS} code units) are analysed inline.
  */
 export async function dedupeMessagesAsync<M extends Message>(messages: readonly M[], options?: DedupeMessagesOptions): Promise<DedupeMessagesResult<M>> {
+  return dedupeMessagesAsyncCounted(messages, options, false);
+}
+
+/** {@link dedupeMessagesAsync} with {@link dedupeMessagesCounted}'s `countInPass`. @internal */
+export async function dedupeMessagesAsyncCounted<M extends Message>(
+  messages: readonly M[],
+  options: DedupeMessagesOptions | undefined,
+  countInPass: boolean,
+): Promise<DedupeMessagesResult<M>> {
   const p = plan(messages, options);
   const { contents, units } = p.input;
   const whole = apply<M>(p, await analyze(p.input, false, p.native));
   if (p.blocks === undefined) return whole;
   const ids = p.messages.map((m) => m.id);
-  const input = blockInput(p, whole.decisions);
-  const found = units <= ASYNC_MIN_UNITS ? native.dedupeBlocksSync(contents, ids, ...input) : await native.dedupeBlocksAsync(contents, ids, ...input);
+  const inline = units <= ASYNC_MIN_UNITS;
+  const input = blockInput(p, whole.decisions, countInPass || !inline);
+  const found = inline ? native.dedupeBlocksSync(contents, ids, ...input) : await native.dedupeBlocksAsync(contents, ids, ...input);
   return withBlocks(p, whole, found, ids);
 }
 

@@ -9,6 +9,7 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { dedupeMessagesCounted } from '../../src/stages/messages.js';
 import { type BlockDecision, countTokens, type DedupeMessagesOptions, dedupeMessages, dedupeMessagesAsync, type Message } from '../../src/index.js';
 
 const BLOCKS: DedupeMessagesOptions = { keep: 'earliest', blocks: true };
@@ -214,6 +215,23 @@ describe('block dedup: token figures counted on first read', () => {
     expect(last.id).toBe('b2');
     expect(last.tokensBefore).toBe(countTokens(big));
     expect(async).toStrictEqual(dedupeMessages(large, BLOCKS));
+  });
+
+  it('dedupeMessagesAsync off the JS thread counts there: reading its figures never counts on the event loop', async () => {
+    const big = file(6000, 'big.ts').join('\n');
+    const large = [...input, { id: 'b1', role: 'tool', content: big }, { id: 'b2', role: 'tool', content: `${big}\nmore` }];
+    const r = await dedupeMessagesAsync(large, BLOCKS);
+    // Plain data from the start: the counts came back with the references.
+    expect(Object.getOwnPropertyDescriptor(r, 'decisions')).toMatchObject(DATA);
+    expect(Object.getOwnPropertyDescriptor(r.stats, 'blockTokensSaved')).toMatchObject(DATA);
+    expect(r).toStrictEqual(dedupeMessages(large, BLOCKS));
+  });
+
+  it('counted in the pass (the CLI reads every decision): the same result, stored from the start', () => {
+    const r = dedupeMessagesCounted(input, BLOCKS, true);
+    expect(Object.getOwnPropertyDescriptor(r, 'decisions')).toMatchObject(DATA);
+    expect(Object.getOwnPropertyDescriptor(r.stats, 'blockTokensSaved')).toMatchObject(DATA);
+    expect(r).toStrictEqual(fresh());
   });
 
   it('a result without block references is stored as before', () => {
