@@ -75,6 +75,12 @@ export declare function embedHashedNgramsAsync(texts: string[], dim: number): Pr
 /** Version of the findings paragraph splitting and key normalization. */
 export declare function findingsNormalizationVersion(): number
 
+/**
+ * The fuzzy pass's length rule (`ctxdedup_core::fuzzy::LENGTH_RATIO`): two messages whose raw
+ * lengths have `min / max` below it are never near duplicates (the TS layer's pre-check reads it).
+ */
+export declare const FUZZY_LENGTH_RATIO: number
+
 /** For each content, the index of the first content equal to it. */
 export declare function groupExact(contents: string[]): Uint32Array
 

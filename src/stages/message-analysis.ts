@@ -142,11 +142,11 @@ function packedParams(options: NativeAnalyzeOptions): Float64Array {
 }
 
 /**
- * The core's fuzzy length rule (`ctxdedup_core::fuzzy::LENGTH_RATIO`): two messages whose raw
- * lengths have `min / max` below this are never near duplicates. The packed-call oracle test
- * (test/unit/small-calls.test.ts) checks lengths on both sides of it against the core.
+ * The core's fuzzy length rule, from the core itself (`ctxdedup_core::fuzzy::LENGTH_RATIO`): two
+ * messages whose raw lengths have `min / max` below this are never near duplicates. The
+ * packed-call oracle test (test/unit/small-calls.test.ts) checks lengths on both sides of it.
  */
-const FUZZY_LENGTH_RATIO = 0.7;
+const FUZZY_LENGTH_RATIO = native.FUZZY_LENGTH_RATIO;
 
 /** Batches up to this many messages are checked by {@link mayMatch} before crossing. */
 const PRECHECK_MAX = 256;

@@ -19,6 +19,11 @@ use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
 
+/// The fuzzy pass's length rule (`ctxdedup_core::fuzzy::LENGTH_RATIO`): two messages whose raw
+/// lengths have `min / max` below it are never near duplicates (the TS layer's pre-check reads it).
+#[napi]
+pub const FUZZY_LENGTH_RATIO: f64 = ctxdedup_core::fuzzy::LENGTH_RATIO;
+
 /// Which copy of a duplicate group stays in full (`ctxdedup_core::messages::Keep`).
 #[napi(string_enum = "lowercase")]
 pub enum Keep {
