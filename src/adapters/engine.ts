@@ -7,7 +7,7 @@
  */
 import { expectOptions } from '../validation.js';
 import {
-  dedupeMessages,
+  dedupeMessagesCounted,
   type DedupeMessagesOptions,
   type DedupeMessagesResult,
   type Message,
@@ -53,7 +53,9 @@ export function runStage(messages: Message[], options: AdapterOptions | undefine
   // Blocks are on by default; the near pass cannot be combined with them, so asking for near
   // duplicates alone turns them off (asking for both is the stage's TypeError).
   const blockOption = Object.hasOwn(o, 'blocks') && o['blocks'] !== undefined ? o['blocks'] : o['near'] !== true && o['fuzzy'] !== true;
-  return dedupeMessages(messages, { ...stage, keep: 'earliest', blocks: blockOption } as DedupeMessagesOptions);
+  // Adapters report every decision (with its token figures): counted in the pass, which costs
+  // less than counting them on first read.
+  return dedupeMessagesCounted(messages, { ...stage, keep: 'earliest', blocks: blockOption } as DedupeMessagesOptions, true);
 }
 
 /** One rewritten text: the stage's decision plus where the text sits in the document. */

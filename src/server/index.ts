@@ -35,7 +35,7 @@ import {
   type NearDuplicateOptions,
   type SqliteSynchronous,
 } from '../ingest/index.js';
-import { dedupeMessagesAsync, type DedupeMessagesOptions, type Message } from '../stages/messages.js';
+import { dedupeMessagesAsyncCounted, type DedupeMessagesOptions, type Message } from '../stages/messages.js';
 import { ServerMetrics } from './metrics.js';
 import { decodeStrict, firstInvalidUtf8, invalidUtf8Message, jsonPathAt } from './utf8.js';
 
@@ -388,7 +388,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       throw new HttpError(400, 'INVALID_INPUT', 'body must be a JSON object { "messages": [...], "options"?: {...} }');
     }
     const { messages, options } = Array.isArray(body) ? { messages: body, options: undefined } : (body as { messages?: unknown; options?: unknown });
-    const result = await dedupeMessagesAsync(messages as Message[], options as DedupeMessagesOptions | undefined);
+    // The response carries every decision: block runs are counted in the pass (cheaper than on read).
+    const result = await dedupeMessagesAsyncCounted(messages as Message[], options as DedupeMessagesOptions | undefined, true);
     metrics.recordMessagesDedupe();
     return result;
   });
