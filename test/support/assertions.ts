@@ -2,7 +2,7 @@
  * Small helpers shared by the test files.
  */
 import fc from 'fast-check';
-import type { MessageDecision, WholeMessageDecision } from '../../src/index.js';
+import type { BlockDecision, BlockReference, BlocksMarker, Message, MessageDecision, WholeMessageDecision } from '../../src/index.js';
 
 /** Casts a deliberately ill-typed value for bad-input tests. */
 export function unsafe<T>(value: unknown): T {
@@ -46,4 +46,23 @@ export function wholeDecisions(decisions: readonly MessageDecision[]): WholeMess
     if (d.kind === 'block') throw new Error(`a block decision in a call without blocks: ${JSON.stringify(d)}`);
     return d;
   });
+}
+
+/**
+ * What block decision `d`, the `k`-th reference of its message, stands for: the lines it replaced
+ * (from the input), its reference as the marker records it, and the reference line in the output.
+ */
+export function blockTexts(
+  input: readonly Message[],
+  output: readonly Message[],
+  d: BlockDecision,
+  k: number,
+): { run: string; ref: BlockReference | undefined; reference: string | undefined } {
+  const run = (input[d.index]?.content as string)
+    .split('\n')
+    .slice(d.lines.from - 1, d.lines.to)
+    .join('\n');
+  const ref = (output[d.index]?.metadata?.['ctxdedup'] as BlocksMarker).references[k];
+  const reference = ref === undefined ? undefined : (output[d.index]?.content as string).split('\n')[ref.line];
+  return { run, ref, reference };
 }

@@ -9,6 +9,7 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { blockTexts } from '../support/assertions.js';
 import { dedupeMessagesCounted } from '../../src/stages/messages.js';
 import { type BlockDecision, countTokens, type DedupeMessagesOptions, dedupeMessages, dedupeMessagesAsync, type Message } from '../../src/index.js';
 
@@ -50,15 +51,9 @@ function expected(input: Message[]): { decisions: Record<string, unknown>[]; blo
     const plain: Record<string, unknown> = { ...d };
     if (d.kind !== 'block') return plain;
     const b = d as BlockDecision;
-    const run = (input[b.index]?.content as string)
-      .split('\n')
-      .slice(b.lines.from - 1, b.lines.to)
-      .join('\n');
     const k = seen.get(b.index) ?? 0;
     seen.set(b.index, k + 1);
-    const out = (r.messages[b.index]?.content as string).split('\n');
-    const refs = (r.messages[b.index]?.metadata?.['ctxdedup'] as { references: { line: number }[] }).references;
-    const reference = out[refs[k]?.line as number] as string;
+    const { run, reference = '' } = blockTexts(input, r.messages, b, k);
     expect(plain['tokensBefore']).toBe(countTokens(run));
     expect(plain['tokensAfter']).toBe(countTokens(reference));
     expect(plain['tokensSaved']).toBe(countTokens(run) - countTokens(reference));

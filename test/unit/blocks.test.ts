@@ -16,7 +16,7 @@ import {
   type DedupeMessagesOptions,
   type Message,
 } from '../../src/index.js';
-import { thrown } from '../support/assertions.js';
+import { blockTexts, thrown } from '../support/assertions.js';
 
 const BLOCKS: DedupeMessagesOptions = { keep: 'earliest', blocks: true };
 
@@ -68,15 +68,10 @@ function checkGuarantees(input: Message[], options: DedupeMessagesOptions = BLOC
   const seen = new Map<number, number>();
   for (const d of blockDecisions(r)) {
     // Net positive in characters and in o200k tokens (counted here independently).
-    const original = (input[d.index]?.content as string)
-      .split('\n')
-      .slice(d.lines.from - 1, d.lines.to)
-      .join('\n');
     const k = seen.get(d.index) ?? 0;
     seen.set(d.index, k + 1);
-    const ref = (r.messages[d.index]?.metadata?.['ctxdedup'] as BlocksMarker).references[k];
+    const { run: original, ref, reference } = blockTexts(input, r.messages, d, k);
     expect(ref?.from).toBe(d.targetLines.from);
-    const reference = (r.messages[d.index]?.content as string).split('\n')[ref?.line as number];
     expect(d.charsBefore).toBe(original.length);
     expect(d.charsAfter).toBe((reference as string).length);
     expect(d.charsAfter).toBeLessThan(d.charsBefore);
