@@ -228,9 +228,25 @@ export function lazyProperty(target: object, key: string, compute: () => unknown
   if (values === undefined) {
     values = new Map();
     lazyValues.set(target, values);
+    // `console.log` / `util.inspect` show accessors as `[Getter/Setter]`: show the values.
+    Object.defineProperty(target, INSPECT, { value: inspectValues, writable: true, configurable: true, enumerable: false });
   }
   values.set(key, { compute, value: undefined });
   Object.defineProperty(target, key, lazyDescriptor(key));
+}
+
+/** Node's `util.inspect.custom` (a registered symbol, so no import of node:util). */
+const INSPECT = Symbol.for('nodejs.util.inspect.custom');
+
+/**
+ * How `util.inspect` shows an object with lazy properties: their values, as if stored. Reading
+ * them settles them into data properties; then the hook removes itself and the object is shown
+ * as it is. A frozen object cannot settle: a plain copy of its values is shown instead.
+ */
+function inspectValues(this: Record<string, unknown>): unknown {
+  const copy: Record<string, unknown> = {};
+  for (const key of Object.keys(this)) copy[key] = this[key];
+  return Reflect.deleteProperty(this, INSPECT) && !lazyValues.get(this)?.size ? this : copy;
 }
 
 /**

@@ -7,7 +7,7 @@
  * structuredClone, vitest's toEqual / toStrictEqual and node's isDeepStrictEqual; assignment,
  * inheritance and freezing behave as on plain data properties.
  */
-import { isDeepStrictEqual } from 'node:util';
+import { inspect, isDeepStrictEqual } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { blockTexts } from '../support/assertions.js';
 import { dedupeMessagesCounted } from '../../src/stages/messages.js';
@@ -227,6 +227,22 @@ describe('block dedup: token figures counted on first read', () => {
     expect(Object.getOwnPropertyDescriptor(r, 'decisions')).toMatchObject(DATA);
     expect(Object.getOwnPropertyDescriptor(r.stats, 'blockTokensSaved')).toMatchObject(DATA);
     expect(r).toStrictEqual(fresh());
+  });
+
+  it('util.inspect (console.log) shows the values, not accessors, frozen or not', () => {
+    const plain = inspect(JSON.parse(JSON.stringify(fresh())), { depth: 6 });
+    const r = fresh();
+    expect(inspect(r.stats)).not.toContain('Getter');
+    expect(inspect(r, { depth: 6 })).toBe(plain);
+    // Shown once more, now settled, the same.
+    expect(inspect(r, { depth: 6 })).toBe(plain);
+    const frozen = fresh();
+    Object.freeze(frozen);
+    Object.freeze(frozen.stats);
+    expect(inspect(frozen, { depth: 6 })).toBe(plain);
+    // The hook is not a visible property.
+    expect(Object.keys(r)).toEqual(['messages', 'verbatim', 'decisions', 'stats']);
+    expect(isDeepStrictEqual(fresh(), JSON.parse(JSON.stringify(fresh())))).toBe(true);
   });
 
   it('a result without block references is stored as before', () => {
