@@ -261,12 +261,12 @@ export function applyBlocks<M extends Identified>(originals: readonly M[], out: 
     const index = found.message[k] as number;
     const original = originals[index] as M;
     const content = original.content as string;
-    const parts: string[] = [];
+    let rewritten = '';
     const references: BlockReference[] = [];
     let at = 0;
     for (; k < count && found.message[k] === index; k++) {
       const text = found.text[k] as string;
-      parts.push(content.slice(at, found.unitStart[k] as number), text);
+      rewritten += content.slice(at, found.unitStart[k] as number) + text;
       at = found.unitEnd[k] as number;
       const reference: BlockReference = {
         line: found.outLine[k] as number,
@@ -278,10 +278,10 @@ export function applyBlocks<M extends Identified>(originals: readonly M[], out: 
       if (numbered !== undefined) reference.numbered = numbered;
       references.push(reference);
     }
-    parts.push(content.slice(at));
+    rewritten += content.slice(at);
     const marker: BlocksMarker = { kind: 'blocks', references };
     if (original.metadata === undefined) marker.metadataAbsent = true;
-    out[index] = { ...original, content: parts.join(''), metadata: { ...(original.metadata ?? {}), ctxdedup: marker } };
+    out[index] = { ...original, content: rewritten, metadata: { ...(original.metadata ?? {}), ctxdedup: marker } };
     setOwn(verbatim, original.id, original);
   }
 }

@@ -221,7 +221,7 @@ impl JsStrings {
     pub fn to_arena(&self) -> Utf16Arena {
         let total: usize = self.lengths.iter().sum();
         // Spare units for the terminator napi writes and the length check after the last content.
-        let mut buffer = buffer_pool::take();
+        let mut buffer = buffer_pool::take(total + 2);
         buffer.reserve(total + 2);
         let mut arena = Utf16Arena::from_buffer(buffer, self.values.len());
         for (i, &len) in self.lengths.iter().enumerate() {
@@ -541,30 +541,70 @@ fn prefetch_string_lines(value: sys::napi_value, lines: usize) {
 pub mod buffer_pool {
     use std::sync::Mutex;
 
-    /// Buffers kept at most, and the largest one kept (in UTF-16 units: 128 MiB).
+    /// Buffers kept at most, and the units they may hold in total (256 Mi units: 512 MiB): the
+    /// idle memory the pool may keep, whatever the sizes of the buffers (one conversation of
+    /// 100k messages fills a single buffer of ~400 MB).
     const MAX_BUFFERS: usize = 4;
-    const MAX_UNITS: usize = 64 << 20;
+    const MAX_TOTAL_UNITS: usize = 256 << 20;
 
     static POOL: Mutex<Vec<Vec<u16>>> = Mutex::new(Vec::new());
 
-    /// A buffer from the pool, or a new one.
-    pub fn take() -> Vec<u16> {
-        POOL.lock()
-            .map(|mut pool| pool.pop())
-            .ok()
-            .flatten()
-            .unwrap_or_default()
+    /// A buffer for `units` units from the pool (the smallest that holds them, else the
+    /// largest), or a new one.
+    pub fn take(units: usize) -> Vec<u16> {
+        let Ok(mut pool) = POOL.lock() else {
+            return Vec::new();
+        };
+        let fits = (0..pool.len())
+            .filter(|&i| pool[i].capacity() >= units)
+            .min_by_key(|&i| pool[i].capacity());
+        let pick = fits.or_else(|| (0..pool.len()).max_by_key(|&i| pool[i].capacity()));
+        pick.map(|i| pool.swap_remove(i)).unwrap_or_default()
     }
 
-    /// Returns a buffer for reuse; oversized ones are dropped so idle memory stays bounded.
-    pub fn give_back(buffer: Vec<u16>) {
-        if buffer.capacity() > MAX_UNITS {
+    /// Returns a buffer for reuse (emptied); past [`MAX_BUFFERS`] or [`MAX_TOTAL_UNITS`], the
+    /// smallest buffers are dropped, so idle memory stays bounded.
+    pub fn give_back(mut buffer: Vec<u16>) {
+        if buffer.capacity() > MAX_TOTAL_UNITS {
             return;
         }
+        buffer.clear();
         if let Ok(mut pool) = POOL.lock() {
-            if pool.len() < MAX_BUFFERS {
-                pool.push(buffer);
+            keep(&mut pool, buffer, MAX_BUFFERS, MAX_TOTAL_UNITS);
+        }
+    }
+
+    /// Adds `buffer` to `pool`, then keeps the largest buffers that fit in `max_buffers` and
+    /// `max_units` of capacity together.
+    fn keep(pool: &mut Vec<Vec<u16>>, buffer: Vec<u16>, max_buffers: usize, max_units: usize) {
+        pool.push(buffer);
+        pool.sort_unstable_by_key(|b| std::cmp::Reverse(b.capacity()));
+        let mut total = 0;
+        pool.retain(|b| {
+            let kept = total + b.capacity() <= max_units;
+            if kept {
+                total += b.capacity();
             }
+            kept
+        });
+        pool.truncate(max_buffers);
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::keep;
+
+        #[test]
+        fn idle_memory_stays_within_both_bounds() {
+            let mut pool = Vec::new();
+            for units in [10, 300, 40, 200, 5, 60, 1000] {
+                keep(&mut pool, Vec::with_capacity(units), 3, 400);
+                let total: usize = pool.iter().map(Vec::capacity).sum();
+                assert!(pool.len() <= 3 && total <= 400, "{pool:?}");
+            }
+            // The largest buffers that fit are kept: 300, then 60 and 40 (200 no longer fits).
+            let kept: Vec<usize> = pool.iter().map(Vec::capacity).collect();
+            assert_eq!(kept, [300, 60, 40]);
         }
     }
 }
