@@ -37,6 +37,7 @@
 
 // Per-site `#[expect]`s wait for the block-speed rework of this module (issue 13 item 7).
 use crate::to_u32;
+use crate::tokens::CountTokens;
 use ahash::{AHashMap, RandomState};
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -742,12 +743,7 @@ impl<'a, 'c> Pass<'a, 'c> {
         (best, work)
     }
 
-    fn process(
-        &mut self,
-        m: usize,
-        count_tokens: &(dyn Fn(&[u16]) -> usize + Sync),
-        refs: &mut Vec<BlockRef>,
-    ) {
+    fn process(&mut self, m: usize, count_tokens: &dyn CountTokens, refs: &mut Vec<BlockRef>) {
         let base = self.span(m).start;
         let lines = &self.lines[self.span(m)];
         let (mut windows, mut renumber) = std::mem::take(&mut self.window_buffers);
@@ -851,7 +847,7 @@ impl<'a, 'c> Pass<'a, 'c> {
         &mut self,
         text: &'c [u16],
         run: std::ops::Range<usize>,
-        count_tokens: &(dyn Fn(&[u16]) -> usize + Sync),
+        count_tokens: &dyn CountTokens,
     ) -> usize {
         self.split_segments(text, run);
         let mut total = 0;
@@ -874,17 +870,38 @@ impl<'a, 'c> Pass<'a, 'c> {
     /// implies `tokens(run) >= L_k > bound`; if there is none, it has counted every segment and
     /// returns `L_n > bound`, that is `tokens(run) > bound`. Either way the answer is
     /// `tokens(run) > bound`. A long run is usually decided by `L_0` (its number of segments)
-    /// or after its first one or two segments. Checked against the full count by the proptest
-    /// `lazy_counts_decide_as_full_counts`.
+    /// or after its first one or two segments.
+    ///
+    /// Before counting, the same walk runs on the counter's own lower bounds
+    /// ([`CountTokens::lower_bound`]; for a BPE encoding, a segment's pre-tokenization pieces,
+    /// found without encoding and only until they exceed `bound`): with `b_i = max(lower
+    /// bound of s_i, 1) <= c_i`, `B_k = b_1 + .. + b_k + (n - k) <= tokens(run)` as well, so
+    /// `B_k > bound` answers `true` just as `L_k > bound` does. It decides most runs after
+    /// their first few lines, without encoding anything. Checked against the full count by the
+    /// proptest `lazy_counts_decide_as_full_counts`.
     fn more_tokens_than(
         &mut self,
         text: &'c [u16],
         run: std::ops::Range<usize>,
         bound: usize,
-        count_tokens: &(dyn Fn(&[u16]) -> usize + Sync),
+        count_tokens: &dyn CountTokens,
     ) -> bool {
         self.split_segments(text, run);
         let n = self.segments.len();
+        // `lower` is `b_1 + .. + b_k`: B_k = lower + (n - k).
+        let mut lower = 0;
+        for k in 0..n {
+            if lower + (n - k) > bound {
+                return true;
+            }
+            let (start, end, _) = self.segments[k];
+            lower += count_tokens
+                .lower_bound(&text[start as usize..end as usize], bound)
+                .max(1);
+        }
+        if lower > bound {
+            return true;
+        }
         let mut counted = 0;
         for k in 0..n {
             // `counted` is `c_1 + .. + c_k`: L_k = counted + (n - k).
@@ -898,23 +915,18 @@ impl<'a, 'c> Pass<'a, 'c> {
     }
 
     /// Tokens of `piece`, a segment whose lines hash to `key`.
-    fn segment(
-        &mut self,
-        piece: &'c [u16],
-        key: u64,
-        count_tokens: &(dyn Fn(&[u16]) -> usize + Sync),
-    ) -> usize {
+    fn segment(&mut self, piece: &'c [u16], key: u64, count_tokens: &dyn CountTokens) -> usize {
         match self.segment_tokens.entry(key) {
             Entry::Occupied(known) => {
                 let &(text, tokens) = known.get();
                 if text == piece {
                     tokens as usize
                 } else {
-                    count_tokens(piece) // another segment with the same hash: rare
+                    count_tokens.count(piece) // another segment with the same hash: rare
                 }
             }
             Entry::Vacant(slot) => {
-                let tokens = count_tokens(piece);
+                let tokens = count_tokens.count(piece);
                 slot.insert((piece, to_u32(tokens)));
                 tokens
             }
@@ -926,7 +938,7 @@ impl<'a, 'c> Pass<'a, 'c> {
         &mut self,
         m: usize,
         run: Run,
-        count_tokens: &(dyn Fn(&[u16]) -> usize + Sync),
+        count_tokens: &dyn CountTokens,
     ) -> Result<BlockRef, Reject> {
         let Run {
             i,
@@ -978,7 +990,7 @@ impl<'a, 'c> Pass<'a, 'c> {
         template.render(&values, &mut rendered);
         let one_line = !rendered.contains(&(b'\n' as u16));
         let result = if one_line && rendered.len() < run.len() {
-            let tokens_after = count_tokens(&rendered);
+            let tokens_after = count_tokens.count(&rendered);
             let tokens_before = if self.options.full_counts {
                 // The replaced text is determined by the target span, the mode and the
                 // numbering, so a span replaced again (a file re-read many times, periodic
@@ -1042,7 +1054,7 @@ impl<'a, 'c> Pass<'a, 'c> {
 pub fn dedupe_blocks(
     conv: &Conversation<'_>,
     options: &BlockOptions,
-    count_tokens: &(dyn Fn(&[u16]) -> usize + Sync),
+    count_tokens: &dyn CountTokens,
 ) -> Result<Vec<BlockRef>, String> {
     let n = conv.contents.len();
     if conv.ids.len() != n || conv.source.len() != n || conv.eligible.len() != n {
@@ -1074,6 +1086,12 @@ pub fn dedupe_blocks(
         if conv.source[m] || conv.eligible[m] {
             pass.split(m);
         }
+    }
+    // A table kept from a much larger call would spread this call's windows over memory that
+    // is no longer in cache (the caller ran in between): a fresh one sized for this call costs
+    // less.
+    if pass.index.capacity() > 4 * pass.lines.len() + 1024 {
+        pass.index = KeyMap::default();
     }
     pass.index.reserve(pass.lines.len());
     let mut refs = Vec::new();
@@ -1193,9 +1211,13 @@ fn starts_segment(text: &[u16], at: usize) -> bool {
 /// segments ([`starts_segment`]), each distinct segment text counted once per call: the same
 /// counts as `count_tokens` on each text whole, for a counter that splits there as o200k_base and
 /// cl100k_base do, at a fraction of the work when runs repeat (a file re-read many times).
-pub fn count_runs(texts: &[&[u16]], count_tokens: &(dyn Fn(&[u16]) -> usize + Sync)) -> Vec<usize> {
+pub fn count_runs(texts: &[&[u16]], count_tokens: &dyn CountTokens) -> Vec<usize> {
     let mut known: AHashMap<&[u16], usize> = AHashMap::with_capacity(texts.len() * 2);
-    let mut count = |piece| *known.entry(piece).or_insert_with(|| count_tokens(piece));
+    let mut count = |piece| {
+        *known
+            .entry(piece)
+            .or_insert_with(|| count_tokens.count(piece))
+    };
     texts
         .iter()
         .map(|&text| {
@@ -1314,7 +1336,7 @@ mod tests {
     }
 
     /// A token counter.
-    type Counter = dyn Fn(&[u16]) -> usize + Sync;
+    type Counter = dyn CountTokens;
 
     /// Counts "tokens" as runs of letters or digits plus other units (a stand-in BPE).
     fn toy_tokens(t: &[u16]) -> usize {
@@ -1355,11 +1377,7 @@ mod tests {
             (refs, out)
         }
 
-        fn run_with(
-            &self,
-            options: &BlockOptions,
-            count: &(dyn Fn(&[u16]) -> usize + Sync),
-        ) -> Vec<BlockRef> {
+        fn run_with(&self, options: &BlockOptions, count: &dyn CountTokens) -> Vec<BlockRef> {
             let contents: Vec<&[u16]> = self.contents.iter().map(|c| &c[..]).collect();
             let ids: Vec<&[u16]> = self.ids.iter().map(|c| &c[..]).collect();
             let conv = Conversation {
@@ -1793,7 +1811,9 @@ mod tests {
             options in options(),
         ) {
             use crate::tokens::{count_utf16, Encoding};
-            let real = |t: &[u16]| count_utf16(Encoding::O200kBase, t);
+            // The encoding decides with its lower bound first; the closure only by counting.
+            let real = Encoding::O200kBase;
+            let counted = |t: &[u16]| count_utf16(Encoding::O200kBase, t);
             let lazy = BlockOptions { full_counts: false, ..options.clone() };
             let unicode: Vec<String> = lines.iter().map(|t| String::from_utf16_lossy(t)).collect();
             let flags = vec![true; unicode.len()];
@@ -1804,7 +1824,7 @@ mod tests {
             // Lone surrogates did not survive `from_utf16_lossy`: the raw units as a third case.
             let raw = Case { contents: lines.clone(), ..case_of(&unicode, vec![true; lines.len()], vec![true; lines.len()]) };
             for case in cases.iter().chain([&raw]) {
-                let counters: [&Counter; 2] = [&toy_tokens, &real];
+                let counters: [&Counter; 3] = [&toy_tokens, &real, &counted];
                 for count in counters {
                     let full = case.run_with(&options, count);
                     let mut decided = case.run_with(&lazy, count);

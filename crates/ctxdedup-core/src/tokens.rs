@@ -79,18 +79,77 @@ pub fn count_utf16(encoding: Encoding, text: &[u16]) -> usize {
     if text.is_empty() {
         return 0;
     }
+    with_utf8(text, |utf8| count_str(encoding, utf8))
+}
+
+/// A token counter over UTF-16 text, as the block pass uses it: exact counts, and a cheap lower
+/// bound that decides most net-positive tests without counting. Closures
+/// `Fn(&[u16]) -> usize` are counters without a lower bound; an [`Encoding`] is one with.
+pub trait CountTokens: Sync {
+    /// Number of tokens of `text`.
+    fn count(&self, text: &[u16]) -> usize;
+
+    /// A lower bound of `self.count(text)`; it may stop growing once it exceeds `stop`. The
+    /// default, 0, never decides anything.
+    fn lower_bound(&self, text: &[u16], stop: usize) -> usize {
+        let _ = (text, stop);
+        0
+    }
+}
+
+impl<F: Fn(&[u16]) -> usize + Sync> CountTokens for F {
+    fn count(&self, text: &[u16]) -> usize {
+        self(text)
+    }
+}
+
+impl CountTokens for Encoding {
+    fn count(&self, text: &[u16]) -> usize {
+        count_utf16(*self, text)
+    }
+
+    fn lower_bound(&self, text: &[u16], stop: usize) -> usize {
+        pieces_utf16(*self, text, stop)
+    }
+}
+
+/// The number of pre-tokenization pieces of `text` (UTF-16, lone surrogates as U+FFFD), counted
+/// only until it exceeds `stop`: a lower bound of [`count_utf16`] found without encoding.
+///
+/// Proof: [`count_str`] is the sum, over the pieces of [`for_each_piece`], of each piece's count;
+/// every piece is non-empty, and a non-empty piece counts at least one token (one byte is one
+/// token; the backtracking encoder and [`count_merging_like_gpt_tokenizer`] leave at least one
+/// part). So `pieces <= tokens`, and stopping early only lowers the number returned.
+pub fn pieces_utf16(encoding: Encoding, text: &[u16], stop: usize) -> usize {
+    let mut pieces = 0;
+    with_utf8(text, |utf8| {
+        let bytes = utf8.as_bytes();
+        let mut pos = 0;
+        while pos < bytes.len() && pieces <= stop {
+            pos = match encoding {
+                Encoding::O200kBase => next_o200k(bytes, pos),
+                Encoding::Cl100kBase => next_cl100k(bytes, pos),
+            };
+            pieces += 1;
+        }
+    });
+    pieces
+}
+
+/// Calls `f` with `text` as UTF-8 (lone surrogates as U+FFFD), in the reused thread buffer.
+fn with_utf8<R>(text: &[u16], f: impl FnOnce(&str) -> R) -> R {
     UTF8.with(|buffer| match buffer.try_borrow_mut() {
         Ok(mut utf8) => {
             utf8.clear();
             utf16_to_utf8_into(text, &mut utf8);
             // SAFETY: `utf16_to_utf8_into` writes ASCII bytes and the UTF-8 encodings of `char`s.
-            let count = count_str(encoding, unsafe { std::str::from_utf8_unchecked(&utf8) });
+            let result = f(unsafe { std::str::from_utf8_unchecked(&utf8) });
             if utf8.capacity() > UTF8_KEPT_BYTES {
                 *utf8 = Vec::new();
             }
-            count
+            result
         }
-        Err(_) => count_str(encoding, &utf16_to_utf8_lossy(text)),
+        Err(_) => f(&utf16_to_utf8_lossy(text)),
     })
 }
 
@@ -822,6 +881,30 @@ mod tests {
             for c in ["x", "-", " ", "\n", "7", "\u{FEFF}"] {
                 let count = count_str(enc, &c.repeat(n));
                 assert!(count > 0 && count <= 3 * n, "{enc:?} {c:?}: {count}");
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// The piece count is a lower bound of the token count (exactly the number of pieces
+        /// when not stopped), and stops once it exceeds `stop`.
+        #[test]
+        fn pieces_bound_the_count(
+            picks in proptest::collection::vec(0usize..12, 0..120),
+            stop in 0usize..40,
+        ) {
+            const UNITS: [&[u16]; 12] = [
+                &[0x61], &[0x41, 0x62], &[0x20], &[0x0A], &[0x37], &[0x27, 0x73], &[0x2D],
+                &[0xE9], &[0x4E2D], &[0xFEFF], &[0xD83D, 0xDE00], &[0xD800],
+            ];
+            let text: Vec<u16> = picks.iter().flat_map(|&k| UNITS[k].iter().copied()).collect();
+            for enc in [Encoding::O200kBase, Encoding::Cl100kBase] {
+                let all = pieces_utf16(enc, &text, usize::MAX);
+                let utf8 = utf16_to_utf8_lossy(&text);
+                proptest::prop_assert_eq!(all, pieces(enc, &utf8).len());
+                proptest::prop_assert!(all <= count_utf16(enc, &text));
+                proptest::prop_assert_eq!(pieces_utf16(enc, &text, stop), all.min(stop + 1));
+                proptest::prop_assert!(CountTokens::lower_bound(&enc, &text, stop) <= enc.count(&text));
             }
         }
     }

@@ -9,6 +9,7 @@ use ctxdedup_core::blocks::{
     count_runs, dedupe_blocks, eligible_flags, BlockOptions, BlockRef, Conversation, Template,
 };
 use ctxdedup_core::messages::Eligibility;
+use ctxdedup_core::tokens::Encoding;
 use ctxdedup_core::{to_u32, Utf16Arena};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -85,6 +86,9 @@ fn core_options(o: &NativeBlockOptions) -> Result<BlockOptions> {
     })
 }
 
+/// The block pass's token counter (its net-positive rule and its savings).
+const O200K: Encoding = Encoding::O200kBase;
+
 /// Everything one block pass needs, owned (so it can run off the JS thread).
 pub struct BlockJob {
     contents: Utf16Arena,
@@ -125,14 +129,8 @@ impl BlockJob {
             source: &self.source,
             eligible: &self.eligible,
         };
-        dedupe_blocks(&conv, &self.options, &tokens_o200k)
-            .map_err(|e| Error::new(Status::InvalidArg, e))
+        dedupe_blocks(&conv, &self.options, &O200K).map_err(|e| Error::new(Status::InvalidArg, e))
     }
-}
-
-/// o200k_base token count of UTF-16 text (the block pass's net-positive rule and its savings).
-fn tokens_o200k(units: &[u16]) -> usize {
-    ctxdedup_core::tokens::count_utf16(ctxdedup_core::tokens::Encoding::O200kBase, units)
 }
 
 impl Drop for BlockJob {
@@ -236,7 +234,7 @@ pub fn dedupe_blocks_async(
 #[napi(catch_unwind)]
 pub fn count_block_runs(#[napi(ts_arg_type = "string[]")] texts: JsStrings) -> Uint32Array {
     let arena = texts.to_arena();
-    let counts = count_runs(&slices(&arena), &tokens_o200k);
+    let counts = count_runs(&slices(&arena), &O200K);
     crate::strings::buffer_pool::give_back(arena.into_buffer());
     Uint32Array::new(counts.into_iter().map(to_u32).collect())
 }
