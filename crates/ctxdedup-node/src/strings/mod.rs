@@ -549,17 +549,22 @@ pub mod buffer_pool {
 
     static POOL: Mutex<Vec<Vec<u16>>> = Mutex::new(Vec::new());
 
-    /// A buffer for `units` units from the pool (the smallest that holds them, else the
-    /// largest), or a new one.
+    /// The smallest pooled buffer that holds `units` units, or a new one (growing a smaller
+    /// one would copy its whole capacity).
     pub fn take(units: usize) -> Vec<u16> {
         let Ok(mut pool) = POOL.lock() else {
             return Vec::new();
         };
-        let fits = (0..pool.len())
+        pick(&pool, units)
+            .map(|i| pool.swap_remove(i))
+            .unwrap_or_default()
+    }
+
+    /// Which buffer of `pool` [`take`] gives for `units` units.
+    fn pick(pool: &[Vec<u16>], units: usize) -> Option<usize> {
+        (0..pool.len())
             .filter(|&i| pool[i].capacity() >= units)
-            .min_by_key(|&i| pool[i].capacity());
-        let pick = fits.or_else(|| (0..pool.len()).max_by_key(|&i| pool[i].capacity()));
-        pick.map(|i| pool.swap_remove(i)).unwrap_or_default()
+            .min_by_key(|&i| pool[i].capacity())
     }
 
     /// Returns a buffer for reuse (emptied); past [`MAX_BUFFERS`] or [`MAX_TOTAL_UNITS`], the
@@ -592,7 +597,15 @@ pub mod buffer_pool {
 
     #[cfg(test)]
     mod tests {
-        use super::keep;
+        use super::{keep, pick};
+
+        #[test]
+        fn a_call_gets_the_smallest_buffer_that_holds_it_or_none() {
+            let pool: Vec<Vec<u16>> = [300, 40, 60].map(Vec::with_capacity).into();
+            assert_eq!(pick(&pool, 50), Some(2));
+            assert_eq!(pick(&pool, 40), Some(1));
+            assert_eq!(pick(&pool, 301), None);
+        }
 
         #[test]
         fn idle_memory_stays_within_both_bounds() {
