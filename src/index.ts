@@ -116,6 +116,7 @@ export {
 export {
   countTokens,
   countTokensBatch,
+  loadTokenizer,
   tokenCounter,
   DEFAULT_ENCODING,
   type TokenCounter,

@@ -90,11 +90,23 @@ export declare function ingestHashBatch(contents: string[]): NativeIngestBatch
 /** Like [`ingest_hash_batch`], but copies the contents and hashes them off the JS thread. */
 export declare function ingestHashBatchAsync(contents: string[]): Promise<NativeIngestBatch>
 
+/**
+ * The UTF-8 bytes of `JSON.stringify(text)` (what `Buffer.from(JSON.stringify(text))` gives),
+ * in one pass over the string's UTF-16 code units.
+ */
+export declare function jsonStringUtf8(text: string): Uint8Array
+
 /** Which copy of a duplicate group stays in full (`ctxdedup_core::messages::Keep`). */
 export type Keep = 'earliest' | 'latest'
 
 /** How clusters grow (`ctxdedup_core::vectors::Linkage`). */
 export type Linkage = 'single' | 'complete'
+
+/**
+ * Loads `encoding`'s vocabulary off the JS thread (once per process; later calls resolve at
+ * once), so the first count on any thread does not wait for it.
+ */
+export declare function loadTokenizer(encoding: TokenEncoding): Promise<void>
 
 /** Annotations as parallel typed arrays (exact first, then fuzzy). */
 export interface NativeAnalysis {

@@ -8,7 +8,7 @@ import { stat } from 'node:fs/promises';
 import type { Readable, Writable } from 'node:stream';
 import { referenceTag } from '../stages/message-analysis.js';
 import { DEFAULT_TEMPLATES } from '../stages/messages.js';
-import type { TokenEncoding } from '../tokens.js';
+import { loadTokenizer, type TokenEncoding } from '../tokens.js';
 import { dedupeHandler, loadEngine, validateSettings, type DedupeEngine, type DedupeOutcome, type DedupeSettings } from './dedupe-session.js';
 import { UsageError, type DataError } from './errors.js';
 import type { FormatName } from './formats.js';
@@ -140,14 +140,20 @@ async function executorFor(o: DedupeCommandOptions, settings: DedupeSettings, fi
     inProcess(dedupeHandler(settings, o.engine ?? (await loadEngine(settings, o.engineModule)), shared));
   if (o.engine !== undefined) return local();
   const init = { settings, engineModule: o.engineModule, loader: o.workerLoader, tokenCounts };
-  if (o.jobs !== undefined) return o.jobs === 1 ? local() : new WorkerPool(o.jobs, init);
+  const pool = (jobs: number): WorkerPool => {
+    // The vocabulary is one per process: it loads here while the workers start, instead of in
+    // their first job (where one loads it and the others wait).
+    loadTokenizer(settings.tokenizer).catch(() => undefined);
+    return new WorkerPool(jobs, init);
+  };
+  if (o.jobs !== undefined) return o.jobs === 1 ? local() : pool(o.jobs);
   const cpus = defaultJobs();
   if (cpus === 1) return local();
   // Gzip inputs count at a typical compression ratio; stdin's size is unknown.
   const known = files.reduce((sum, f) => sum + (f.gzip ? 4 * f.size : f.size), 0);
-  if (known >= WORKER_THRESHOLD_BYTES) return new WorkerPool(cpus, init);
+  if (known >= WORKER_THRESHOLD_BYTES) return pool(cpus);
   if (!files.some((f) => f.path === '-')) return local();
-  return new HybridExecutor(await local(counts), () => new WorkerPool(cpus, init), WORKER_THRESHOLD_BYTES);
+  return new HybridExecutor(await local(counts), () => pool(cpus), WORKER_THRESHOLD_BYTES);
 }
 
 /** Joins a session's verbatim entry the way `JSON.stringify` would write the object. */

@@ -10,6 +10,7 @@ import type { Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import { DataError, UsageError } from './errors.js';
 import type { Container } from './formats.js';
+import { decodeUtf8 } from './utf8.js';
 
 /** Extensions picked up when a directory is given. */
 export const EXTENSIONS = ['.json', '.jsonl', '.ndjson'] as const;
@@ -195,11 +196,11 @@ export async function* lines(stream: AsyncIterable<Buffer>): AsyncGenerator<Line
       const piece = chunk.subarray(start, nl);
       let text: string;
       let bytes = piece.length + 1;
-      if (pending.length === 0) text = piece.toString('utf8');
+      if (pending.length === 0) text = decodeUtf8(piece);
       else {
         const whole = Buffer.concat([...pending, piece]);
         bytes = whole.length + 1;
-        text = whole.toString('utf8');
+        text = decodeUtf8(whole);
       }
       pending = [];
       yield { text, number: ++number, eol: true, bytes };
@@ -209,7 +210,7 @@ export async function* lines(stream: AsyncIterable<Buffer>): AsyncGenerator<Line
   }
   if (pending.length > 0) {
     const whole = Buffer.concat(pending);
-    yield { text: whole.toString('utf8'), number: ++number, eol: false, bytes: whole.length };
+    yield { text: decodeUtf8(whole), number: ++number, eol: false, bytes: whole.length };
   }
 }
 

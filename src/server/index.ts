@@ -36,6 +36,7 @@ import {
   type SqliteSynchronous,
 } from '../ingest/index.js';
 import { dedupeMessagesAsyncCounted, type DedupeMessagesOptions, type Message } from '../stages/messages.js';
+import { loadTokenizer } from '../tokens.js';
 import { ServerMetrics } from './metrics.js';
 import { decodeStrict, firstInvalidUtf8, invalidUtf8Message, jsonPathAt } from './utf8.js';
 
@@ -214,7 +215,8 @@ function isValidationError(error: unknown): boolean {
 }
 
 /**
- * Starts the server and resolves once it listens.
+ * Starts the server and resolves once it listens, with the o200k_base vocabulary loaded (block
+ * dedup counts tokens; loading it takes about 0.05 s, which the first request would pay otherwise).
  * @throws TypeError / RangeError for bad options; Error if the store cannot be opened or the port is taken,
  *   or if the optional packages fastify and prom-client (or the store's: better-sqlite3, ioredis) are not installed.
  */
@@ -395,6 +397,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   });
 
   try {
+    await loadTokenizer();
     await app.listen({ host, port });
   } catch (error) {
     await index.close();

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { gunzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ResourceLedger, countTokens, countTokensBatch, dedupeFindings, tokenCounter, type TokenEncoding } from '../../src/index.js';
+import { ResourceLedger, countTokens, countTokensBatch, dedupeFindings, loadTokenizer, tokenCounter, type TokenEncoding } from '../../src/index.js';
 // @ts-expect-error: a plain .mjs script without type declarations.
 import { generate } from '../../crates/ctxdedup-core/tools/gen-token-classes.mjs';
 
@@ -316,5 +316,14 @@ describe('token counting API', () => {
     // eslint-disable-next-line no-sparse-arrays
     expect(() => countTokensBatch(['a', , 'b'] as string[])).toThrow(/^texts\[1\] must be a string/);
     expect(() => countTokensBatch(['a'], 'p50k_base' as never)).toThrow(/encoding must be one of/);
+  });
+});
+
+describe('loadTokenizer', () => {
+  it('resolves for both encodings, counts the same afterwards, and rejects an unknown name with a TypeError', async () => {
+    await expect(loadTokenizer()).resolves.toBeUndefined();
+    await expect(loadTokenizer('cl100k_base')).resolves.toBeUndefined();
+    expect(countTokens('hello world', 'cl100k_base')).toBe(2);
+    expect(() => loadTokenizer('p50k_base' as TokenEncoding)).toThrow(TypeError);
   });
 });

@@ -9,6 +9,7 @@ mod checksums;
 mod exact;
 mod findings;
 mod hashed_embedding;
+mod js_text;
 mod messages;
 mod near_window;
 mod scored;

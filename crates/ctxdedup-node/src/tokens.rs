@@ -7,7 +7,7 @@
 #![cfg_attr(test, allow(dead_code))]
 
 use crate::strings::{JsStrings, Units};
-use ctxdedup_core::tokens::{count_utf16, Encoding};
+use ctxdedup_core::tokens::{count_utf16, load, Encoding};
 use ctxdedup_core::{to_u32, Utf16Source};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -52,4 +52,32 @@ pub fn count_tokens_batch(
         .map(|i| texts.with_units(i, |units| to_u32(count_utf16(encoding, units))))
         .collect();
     Uint32Array::new(counts)
+}
+
+/// Loads an encoding's vocabulary on a libuv thread ([`load_tokenizer`]).
+pub struct LoadTask(Encoding);
+
+#[napi]
+impl Task for LoadTask {
+    type Output = ();
+    type JsValue = ();
+
+    fn compute(&mut self) -> Result<Self::Output> {
+        let encoding = self.0;
+        crate::guarded("loading a tokenizer", || {
+            load(encoding);
+            Ok(())
+        })
+    }
+
+    fn resolve(&mut self, _env: Env, _output: Self::Output) -> Result<Self::JsValue> {
+        Ok(())
+    }
+}
+
+/// Loads `encoding`'s vocabulary off the JS thread (once per process; later calls resolve at
+/// once), so the first count on any thread does not wait for it.
+#[napi(catch_unwind)]
+pub fn load_tokenizer(encoding: TokenEncoding) -> AsyncTask<LoadTask> {
+    AsyncTask::new(LoadTask(encoding.into()))
 }
