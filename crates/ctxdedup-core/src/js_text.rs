@@ -187,32 +187,61 @@ pub fn normalize_line_into(line: &[u16], out: &mut Vec<u16>) {
 ///
 /// Time: one pass, at most 6 bytes out per unit in.
 pub fn json_quote_utf8_into(units: &[u16], out: &mut Vec<u8>) {
-    out.reserve(units.len() + 2);
+    // Room for the common case (no escapes, at most 3 bytes per unit): pushes rarely reallocate.
+    out.reserve(units.len() * 3 + 2);
     out.push(b'"');
-    let mut utf8 = [0u8; 4];
-    for c in char::decode_utf16(units.iter().copied()) {
-        match c {
-            Ok('"') => out.extend_from_slice(b"\\\""),
-            Ok('\\') => out.extend_from_slice(b"\\\\"),
-            Ok('\u{8}') => out.extend_from_slice(b"\\b"),
-            Ok('\u{c}') => out.extend_from_slice(b"\\f"),
-            Ok('\n') => out.extend_from_slice(b"\\n"),
-            Ok('\r') => out.extend_from_slice(b"\\r"),
-            Ok('\t') => out.extend_from_slice(b"\\t"),
-            Ok(c) if c < ' ' => unicode_escape(c as u16, out),
-            Ok(c) => out.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes()),
-            Err(lone) => unicode_escape(lone.unpaired_surrogate(), out),
+    let mut i = 0;
+    while i < units.len() {
+        let u = u32::from(units[i]);
+        i += 1;
+        if (0x20..0x80).contains(&u) && u != 0x22 && u != 0x5C {
+            out.push(low_byte(u));
+        } else if u < 0x80 {
+            match u {
+                0x22 => out.extend_from_slice(b"\\\""),
+                0x5C => out.extend_from_slice(b"\\\\"),
+                0x08 => out.extend_from_slice(b"\\b"),
+                0x0C => out.extend_from_slice(b"\\f"),
+                0x0A => out.extend_from_slice(b"\\n"),
+                0x0D => out.extend_from_slice(b"\\r"),
+                0x09 => out.extend_from_slice(b"\\t"),
+                _ => unicode_escape(u, out),
+            }
+        } else if u < 0x800 {
+            out.extend_from_slice(&[low_byte(0xC0 | u >> 6), low_byte(0x80 | (u & 0x3F))]);
+        } else if !(0xD800..0xE000).contains(&u) {
+            out.extend_from_slice(&[
+                low_byte(0xE0 | u >> 12),
+                low_byte(0x80 | ((u >> 6) & 0x3F)),
+                low_byte(0x80 | (u & 0x3F)),
+            ]);
+        } else if u < 0xDC00 && i < units.len() && (0xDC00..0xE000).contains(&units[i]) {
+            let c = 0x10000 + ((u - 0xD800) << 10) + (u32::from(units[i]) - 0xDC00);
+            i += 1;
+            out.extend_from_slice(&[
+                low_byte(0xF0 | c >> 18),
+                low_byte(0x80 | ((c >> 12) & 0x3F)),
+                low_byte(0x80 | ((c >> 6) & 0x3F)),
+                low_byte(0x80 | (c & 0x3F)),
+            ]);
+        } else {
+            unicode_escape(u, out); // a lone surrogate
         }
     }
     out.push(b'"');
 }
 
+/// The low 8 bits of `x` (callers mask or bound `x` first).
+fn low_byte(x: u32) -> u8 {
+    x.to_le_bytes()[0]
+}
+
 /// `\uxxxx`, lowercase hex, as `JSON.stringify` writes it.
-fn unicode_escape(u: u16, out: &mut Vec<u8>) {
+fn unicode_escape(u: u32, out: &mut Vec<u8>) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.extend_from_slice(b"\\u");
     for shift in [12, 8, 4, 0] {
-        out.push(HEX[usize::from((u >> shift) & 0xF)]);
+        out.push(HEX[usize::from(low_byte((u >> shift) & 0xF))]);
     }
 }
 
