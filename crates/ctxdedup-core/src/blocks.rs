@@ -374,9 +374,14 @@ struct Line {
     number: u32,
     /// `width << 16 | separator` of a numbered line, 0 otherwise.
     format: u32,
+    /// The message the line is in (what an index entry, a record number, points into).
+    message: u32,
     /// Hash of `format` and the comparison text (see [`Line::plain_key`]).
     key: u64,
 }
+
+// The message number fills what was padding: records stay 32 bytes.
+const _: () = assert!(std::mem::size_of::<Line>() == 32);
 
 impl Line {
     /// Hash of the comparison text as an unnumbered line's (`key` for unnumbered lines): finds
@@ -504,17 +509,18 @@ struct Run {
     out: u32,
 }
 
-/// Verbatim occurrences of one window: the earliest (within the lookback), then the most recent.
-/// Free slots hold message [`NONE`] (24 bytes an entry with the key: a denser index).
+/// Verbatim occurrences of one window, as the record numbers (in `Pass::lines`) of their first
+/// lines: the earliest (within the lookback), then the most recent. Free slots hold [`NONE`]
+/// (16 bytes an entry with the key: a denser index, and fewer cache misses per lookup).
 #[derive(Debug, Clone, Copy)]
 struct Candidates {
-    at: [(u32, u32); CANDIDATES],
+    at: [u32; CANDIDATES],
 }
 
 impl Candidates {
-    fn one(at: (u32, u32)) -> Self {
+    fn one(at: u32) -> Self {
         let mut c = Candidates {
-            at: [(NONE, NONE); CANDIDATES],
+            at: [NONE; CANDIDATES],
         };
         c.at[0] = at;
         c
@@ -523,16 +529,16 @@ impl Candidates {
     fn len(&self) -> usize {
         self.at
             .iter()
-            .position(|&(m, _)| m == NONE)
+            .position(|&r| r == NONE)
             .unwrap_or(CANDIDATES)
     }
 
-    fn list(&self) -> &[(u32, u32)] {
+    fn list(&self) -> &[u32] {
         &self.at[..self.len()]
     }
 
     /// Adds an occurrence: it fills a free slot, or replaces the oldest but the earliest.
-    fn add(&mut self, at: (u32, u32)) {
+    fn add(&mut self, at: u32) {
         let len = self.len();
         if len < CANDIDATES {
             self.at[len] = at;
@@ -542,17 +548,17 @@ impl Candidates {
         }
     }
 
-    /// Drops occurrences in messages before `oldest`.
-    fn retain_from(&mut self, oldest: usize) {
+    /// Drops occurrences in messages before `oldest` (`lines`: the records they number).
+    fn retain_from(&mut self, oldest: usize, lines: &[Line]) {
         let mut kept = 0;
         for k in 0..self.len() {
-            if self.at[k].0 as usize >= oldest {
+            if lines[self.at[k] as usize].message as usize >= oldest {
                 self.at[kept] = self.at[k];
                 kept += 1;
             }
         }
         for slot in &mut self.at[kept..] {
-            *slot = (NONE, NONE);
+            *slot = NONE;
         }
     }
 }
@@ -584,6 +590,7 @@ impl<'a, 'c> Pass<'a, 'c> {
         let (options, hasher) = (self.options, &self.hasher);
         let lines = &mut self.lines;
         let base = lines.len();
+        let message = to_u32(m);
         let push = |start: usize, end: usize| {
             let line = &text[start..end];
             let parsed = if options.line_numbers {
@@ -608,6 +615,7 @@ impl<'a, 'c> Pass<'a, 'c> {
                 rest: to_u32(rest),
                 number,
                 format,
+                message,
                 key,
             });
         };
@@ -694,13 +702,14 @@ impl<'a, 'c> Pass<'a, 'c> {
     }
 
     fn insert_window(&mut self, m: usize, line: usize, hash: u64) {
-        let at = (to_u32(m), to_u32(line));
+        let at = to_u32(self.span(m).start + line);
         let oldest = self.options.lookback.map(|l| m.saturating_sub(l));
+        let lines = &self.lines;
         self.index
             .entry(hash)
             .and_modify(|c| {
                 if let Some(oldest) = oldest {
-                    c.retain_from(oldest);
+                    c.retain_from(oldest, lines);
                 }
                 c.add(at);
             })
@@ -726,8 +735,9 @@ impl<'a, 'c> Pass<'a, 'c> {
             let Some(candidates) = window.and_then(|w| self.index.get(&w)) else {
                 continue;
             };
-            for &(target, j) in candidates.list() {
-                let (target, j) = (target as usize, j as usize);
+            for &at in candidates.list() {
+                let target = self.lines[at as usize].message as usize;
+                let j = at as usize - self.span(target).start;
                 if !self.in_lookback(m, target) {
                     continue;
                 }
@@ -1138,8 +1148,8 @@ impl Scratch {
                 *v = Vec::new();
             }
         }
-        // Buckets of 24 bytes plus one control byte.
-        if self.index.capacity() * 25 > SCRATCH_KEEP_BYTES {
+        // Buckets of 16 bytes plus one control byte.
+        if self.index.capacity() * 17 > SCRATCH_KEEP_BYTES {
             self.index = KeyMap::default();
         } else {
             self.index.clear();
