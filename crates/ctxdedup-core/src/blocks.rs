@@ -24,7 +24,7 @@
 //! **Candidates and time bounds.** Every line gets a keyed in-memory hash (ahash; never exposed)
 //! of its comparison text; every window of `min_lines` consecutive verbatim lines is indexed by
 //! a rolling hash of its line hashes, keeping its earliest occurrence (within `lookback`) and the
-//! most recent one. A scan position extends each candidate line by line and takes the
+//! most recent one (an open-addressing table whose slots the scan prefetches a few lines ahead). A scan position extends each candidate line by line and takes the
 //! longest run. A run too short to replace (fewer than `min_lines` lines or `min_chars` units)
 //! is retried from the next line, until a per-message budget of line comparisons (64 per line)
 //! is spent; after that such a run is emitted verbatim as a whole. A run that is long enough but
@@ -43,9 +43,9 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-/// Hashes a `u64` key to itself. The keys of the window index and of the segment memo are
-/// already outputs of the pass's keyed hash (a fresh key per call), uniformly spread, so hashing
-/// them again would buy nothing but time.
+/// Hashes a `u64` key to itself. The keys of the segment memo are already outputs of the
+/// pass's keyed hash (a fresh key per call), uniformly spread, so hashing them again would buy
+/// nothing but time.
 #[derive(Default)]
 struct KeyHasher(u64);
 
@@ -72,6 +72,8 @@ type KeyMap<V> = HashMap<u64, V, BuildHasherDefault<KeyHasher>>;
 /// Occurrences remembered per window: the earliest and the most recent ones. Each scan position
 /// extends all of them (the longest run wins), so work stays linear with this factor.
 const CANDIDATES: usize = 2;
+/// How many lines ahead the pass prefetches the index slots of the windows it will look up.
+const PREFETCH_LINES: usize = 8;
 /// Line comparisons a message may spend on runs that end up too short before short runs stop
 /// being retried line by line: `RETRY_BUDGET_PER_LINE` per line plus `RETRY_BUDGET_BASE`.
 const RETRY_BUDGET_PER_LINE: usize = 64;
@@ -474,7 +476,7 @@ struct Pass<'a, 'c> {
     options: &'a BlockOptions,
     hasher: RandomState,
     /// Window hash -> earliest verbatim occurrence `(message, line)` within the lookback.
-    index: KeyMap<Candidates>,
+    index: WindowIndex,
     /// The line records of every message processed so far, one message after another (one
     /// arena per call, no allocation per message).
     lines: Vec<Line>,
@@ -560,6 +562,109 @@ impl Candidates {
         for slot in &mut self.at[kept..] {
             *slot = NONE;
         }
+    }
+}
+
+/// The window index: window hash -> [`Candidates`], open addressing with linear probing in a
+/// table at most half full (at most one window per line is ever inserted, and the table is sized
+/// for all of a call's lines up front, so it never grows). Its own table rather than a
+/// `HashMap` so the pass can [`prefetch`](WindowIndex::prefetch) the slot of a window it will
+/// look up a few lines later: at 100k messages the table is far larger than the caches, and
+/// waiting for each slot in turn was most of the pass's time.
+#[derive(Default)]
+struct WindowIndex {
+    /// `(window hash, occurrences)`; a slot whose first occurrence is [`NONE`] is empty.
+    slots: Vec<(u64, Candidates)>,
+    /// The slots filled since the last [`reset`](WindowIndex::reset): emptying them is all a
+    /// reset of a table of the right size costs (most calls are small, and a whole table is
+    /// many times more memory than the windows one call inserts).
+    used: Vec<u32>,
+    /// `64 - log2(slots.len())`: the slot of a hash is its top bits after mixing.
+    shift: u32,
+    /// Whether the table is too large for the caches, so prefetching pays.
+    large: bool,
+}
+
+/// From this size the window index prefetches (below it the table stays in the L2 cache).
+const PREFETCH_FROM_BYTES: usize = 512 << 10;
+
+/// An empty slot.
+const EMPTY_SLOT: (u64, Candidates) = (
+    0,
+    Candidates {
+        at: [NONE; CANDIDATES],
+    },
+);
+
+impl WindowIndex {
+    /// Empties the index and sizes it for `windows` insertions: at most half full, in a table
+    /// of 2 to 8 times `windows` slots (the one kept from earlier calls if it is in that range).
+    fn reset(&mut self, windows: usize) {
+        let needed = (2 * windows).next_power_of_two().max(16);
+        if (needed..=4 * needed).contains(&self.slots.len()) {
+            for &at in &self.used {
+                self.slots[at as usize] = EMPTY_SLOT;
+            }
+        } else {
+            self.slots.clear();
+            self.slots.resize(needed, EMPTY_SLOT);
+            self.shift = 64 - needed.trailing_zeros();
+        }
+        self.used.clear();
+        self.large =
+            self.slots.len() * std::mem::size_of::<(u64, Candidates)>() >= PREFETCH_FROM_BYTES;
+    }
+
+    /// Bytes the index holds.
+    fn bytes(&self) -> usize {
+        self.slots.capacity() * std::mem::size_of::<(u64, Candidates)>()
+            + self.used.capacity() * std::mem::size_of::<u32>()
+    }
+
+    fn home(&self, hash: u64) -> usize {
+        usize::try_from(hash.wrapping_mul(MIX) >> self.shift).unwrap_or(0)
+    }
+
+    /// Asks the memory system for the slot of `hash` (a hint: it changes no result).
+    fn prefetch(&self, hash: u64) {
+        let slot = &self.slots[self.home(hash)];
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch never faults, and the address is inside `slots`.
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch(std::ptr::from_ref(slot).cast(), _MM_HINT_T0);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = slot;
+    }
+
+    /// The slot holding `hash`, or the empty slot where it would go.
+    fn find(&self, hash: u64) -> usize {
+        let mask = self.slots.len() - 1;
+        let mut at = self.home(hash);
+        loop {
+            let (key, c) = &self.slots[at];
+            if c.at[0] == NONE || *key == hash {
+                return at;
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    fn get(&self, hash: u64) -> Option<&Candidates> {
+        let (_, c) = &self.slots[self.find(hash)];
+        (c.at[0] != NONE).then_some(c)
+    }
+
+    /// The occurrences of `hash`, empty (all [`NONE`]) if there are none yet, to fill in.
+    fn entry(&mut self, hash: u64) -> &mut Candidates {
+        let at = self.find(hash);
+        let slot = &mut self.slots[at];
+        if slot.1.at[0] == NONE {
+            self.used.push(to_u32(at));
+        }
+        slot.0 = hash;
+        &mut slot.1
     }
 }
 
@@ -705,15 +810,15 @@ impl<'a, 'c> Pass<'a, 'c> {
         let at = to_u32(self.span(m).start + line);
         let oldest = self.options.lookback.map(|l| m.saturating_sub(l));
         let lines = &self.lines;
-        self.index
-            .entry(hash)
-            .and_modify(|c| {
-                if let Some(oldest) = oldest {
-                    c.retain_from(oldest, lines);
-                }
-                c.add(at);
-            })
-            .or_insert(Candidates::one(at));
+        let c = self.index.entry(hash);
+        if c.at[0] == NONE {
+            *c = Candidates::one(at);
+        } else {
+            if let Some(oldest) = oldest {
+                c.retain_from(oldest, lines);
+            }
+            c.add(at);
+        }
     }
 
     /// The longest run from line `i` of message `m` among the window's candidates (ties: the
@@ -732,7 +837,7 @@ impl<'a, 'c> Pass<'a, 'c> {
             (windows[1], &[Mode::Renumbered][..]),
         ];
         for (window, modes) in lookups {
-            let Some(candidates) = window.and_then(|w| self.index.get(&w)) else {
+            let Some(candidates) = window.and_then(|w| self.index.get(w)) else {
                 continue;
             };
             for &at in candidates.list() {
@@ -769,7 +874,21 @@ impl<'a, 'c> Pass<'a, 'c> {
         let eligible = self.conv.eligible[m];
         let (mut i, mut out, mut segment) = (0usize, 0u32, 0usize);
         let (mut spent, budget) = (0usize, RETRY_BUDGET_PER_LINE * n + RETRY_BUDGET_BASE);
+        // Windows whose slots were prefetched: those before `fetched`.
+        let mut fetched = 0;
         while i < n {
+            // Window `w` is looked up at line `w` and inserted at line `w + k`: its slot is asked
+            // for `PREFETCH_LINES` lines ahead (lines a run skipped are not).
+            if self.index.large {
+                fetched = fetched.max(i);
+                while fetched < windows.len() && fetched < i + PREFETCH_LINES {
+                    self.index.prefetch(windows[fetched]);
+                    if let Some(&w) = renumber.get(fetched) {
+                        self.index.prefetch(w);
+                    }
+                    fetched += 1;
+                }
+            }
             let mut verbatim = 1;
             if eligible && i + k <= n {
                 let (best, work) = self.best_run(
@@ -1097,13 +1216,9 @@ pub fn dedupe_blocks(
             pass.split(m);
         }
     }
-    // A table kept from a much larger call would spread this call's windows over memory that
-    // is no longer in cache (the caller ran in between): a fresh one sized for this call costs
-    // less.
-    if pass.index.capacity() > 4 * pass.lines.len() + 1024 {
-        pass.index = KeyMap::default();
-    }
-    pass.index.reserve(pass.lines.len());
+    // Sized for this call's lines (a table kept from a larger call lends its memory, not its
+    // size: this call's windows stay as close together as a fresh table would keep them).
+    pass.index.reset(pass.lines.len());
     let mut refs = Vec::new();
     for m in 0..n {
         if conv.source[m] || conv.eligible[m] {
@@ -1127,7 +1242,7 @@ pub fn dedupe_blocks(
 /// (and the allocator consolidates) only when it needs more than an earlier one did.
 #[derive(Default)]
 struct Scratch {
-    index: KeyMap<Candidates>,
+    index: WindowIndex,
     lines: Vec<Line>,
     out_lines: Vec<u32>,
     spans: Vec<(u32, u32)>,
@@ -1148,11 +1263,8 @@ impl Scratch {
                 *v = Vec::new();
             }
         }
-        // Buckets of 16 bytes plus one control byte.
-        if self.index.capacity() * 17 > SCRATCH_KEEP_BYTES {
-            self.index = KeyMap::default();
-        } else {
-            self.index.clear();
+        if self.index.bytes() > SCRATCH_KEEP_BYTES {
+            self.index = WindowIndex::default();
         }
         keep(&mut self.lines);
         keep(&mut self.out_lines);
