@@ -7,7 +7,8 @@
  *   CTXDEDUP_BENCH_MB=200 npx tsx bench/cli.bench.ts    # quicker
  *   CTXDEDUP_BENCH_CORPUS=../shared/corpus npx tsx bench/cli.bench.ts   # real transcripts, x10
  *
- * Every run is a fresh child process running the built CLI (dist/, compiled here when stale)
+ * Every run is a fresh plain Node.js process (bench/cli-child.mjs, without the TypeScript loader,
+ * which worker threads would inherit) running the built CLI (dist/, compiled here when stale)
  * with its default `--jobs` (one worker thread per CPU); one more configuration uses `--jobs 1`.
  * Each configuration runs CTXDEDUP_BENCH_REPEAT times (default 3), native and reference
  * interleaved, and the fastest run counts: on a shared 2-core machine a burst of someone else's
@@ -20,16 +21,17 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { gunzipSync } from 'node:zlib';
-import { formatNumber, peakRssMb, type BenchRow } from './harness.js';
+import { formatNumber, type BenchRow } from './harness.js';
 
 export type { BenchRow };
 
 const SELF = fileURLToPath(import.meta.url);
 const ROOT = join(SELF, '..', '..');
 const REFERENCE_ENGINE = pathToFileURL(join(ROOT, 'bench', 'cli-reference-engine.mjs')).href;
+/** Runs the built CLI in a plain Node.js process (see the file). */
+const CHILD = join(ROOT, 'bench', 'cli-child.mjs');
 
 /** What a child run reports. */
 interface ChildResult {
@@ -51,45 +53,16 @@ interface ChildResult {
   processSeconds: number;
 }
 
-/** CPU seconds this process has used so far, all threads. */
-function cpuSeconds(): number {
-  const { user, system } = process.cpuUsage();
-  return (user + system) / 1e6;
-}
-
-/** Child mode: run the built CLI in this process and print its figures as one JSON line. */
 /** What a run deduplicates: exact, exact + fuzzy, or exact + blocks with `--keep earliest`. */
 type Mode = 'exact' | 'fuzzy' | 'blocks';
 
 const MODE_ARGS: Record<Mode, string[]> = { exact: [], fuzzy: ['--near'], blocks: ['--keep', 'earliest', '--blocks'] };
 
-async function child(engine: string, mode: Mode, jobs: string, corpus: string, out: string): Promise<void> {
-  const { run } = (await import(pathToFileURL(join(ROOT, 'dist', 'cli', 'run.js')).href)) as typeof import('../src/cli/run.js');
-  const stdout = new PassThrough();
-  let text = '';
-  stdout.on('data', (c: Buffer) => (text += c.toString()));
-  const args = ['dedupe', corpus, '-o', out, '--json', ...MODE_ARGS[mode], ...(jobs === 'default' ? [] : ['--jobs', jobs])];
-  const code = await run(args, { stdin: process.stdin, stdout, stderr: process.stderr }, engine === 'js' ? { engineModule: REFERENCE_ENGINE } : {});
-  if (code !== 0) process.exit(code);
-  const report = JSON.parse(text) as { sessions: number; exactDuplicates: number; nearDuplicates: number; throughput: ChildResult };
-  const t = report.throughput;
-  const result: Omit<ChildResult, 'processSeconds'> = {
-    seconds: t.seconds,
-    mbPerSec: t.mbPerSec,
-    sessionsPerSec: t.sessionsPerSec,
-    peakRssMb: peakRssMb(),
-    cpuSeconds: cpuSeconds(),
-    sessions: report.sessions,
-    exact: report.exactDuplicates,
-    near: report.nearDuplicates,
-  };
-  process.stdout.write(`${JSON.stringify(result)}\n`);
-}
-
 function runChild(engine: 'native' | 'js', fuzzy: boolean | Mode, jobs: string, corpus: string, out: string, keepOutput = false): ChildResult {
   const mode: Mode = fuzzy === true ? 'fuzzy' : fuzzy === false ? 'exact' : fuzzy;
   const started = performance.now();
-  const r = spawnSync(process.execPath, ['--import', 'tsx', SELF, '--child', engine, mode, jobs, corpus, out], {
+  const args = ['dedupe', corpus, '-o', out, '--json', ...MODE_ARGS[mode], ...(jobs === 'default' ? [] : ['--jobs', jobs])];
+  const r = spawnSync(process.execPath, [CHILD, engine === 'js' ? REFERENCE_ENGINE : '', ...args], {
     cwd: ROOT,
     encoding: 'utf8',
     maxBuffer: 1 << 24,
@@ -246,10 +219,7 @@ function copyCorpus(from: string, to: string, repeat: number): { sessions: numbe
   return { sessions: sessions * repeat };
 }
 
-const args = process.argv.slice(2);
-if (args[0] === '--child') {
-  await child(args[1] as string, args[2] as Mode, args[3] as string, args[4] as string, args[5] as string);
-} else if (process.argv[1] === SELF) {
+if (process.argv[1] === SELF) {
   const rows = await run();
   console.table(
     rows.map((r) => ({
