@@ -11,7 +11,7 @@
  * invalid UTF-8 (where the replacement-character rules matter), goes to `toString('utf8')`.
  * @module
  */
-import { isAscii, isUtf8, transcode } from 'node:buffer';
+import { constants, isAscii, isUtf8, transcode } from 'node:buffer';
 
 /** Below this many bytes the converter's fixed cost outweighs V8's slower decoding. */
 export const TRANSCODE_MIN_BYTES = 2048;
@@ -27,7 +27,8 @@ const canTranscode = ((): boolean => {
 
 /** `b.toString('utf8', start, end)`, the same string. */
 export function decodeUtf8(b: Buffer, start = 0, end = b.length): string {
-  if (end - start < TRANSCODE_MIN_BYTES || !canTranscode) return b.toString('utf8', start, end);
+  // Past the longest string V8 makes, `toString` throws at once; converting first would not.
+  if (end - start < TRANSCODE_MIN_BYTES || end - start > constants.MAX_STRING_LENGTH || !canTranscode) return b.toString('utf8', start, end);
   const range = b.subarray(start, end);
   if (isAscii(range)) return b.toString('latin1', start, end);
   if (!isUtf8(range)) return b.toString('utf8', start, end);

@@ -24,7 +24,8 @@
 //! **Candidates and time bounds.** Every line gets a keyed in-memory hash (ahash; never exposed)
 //! of its comparison text; every window of `min_lines` consecutive verbatim lines is indexed by
 //! a rolling hash of its line hashes, keeping its earliest occurrence (within `lookback`) and the
-//! most recent one (an open-addressing table whose slots the scan prefetches a few lines ahead). A scan position extends each candidate line by line and takes the
+//! most recent one (an open-addressing table whose slots the scan prefetches a few lines
+//! ahead). A scan position extends each candidate line by line and takes the
 //! longest run. A run too short to replace (fewer than `min_lines` lines or `min_chars` units)
 //! is retried from the next line, until a per-message budget of line comparisons (64 per line)
 //! is spent; after that such a run is emitted verbatim as a whole. A run that is long enough but
@@ -1216,8 +1217,9 @@ pub fn dedupe_blocks(
             pass.split(m);
         }
     }
-    // Sized for this call's lines (a table kept from a larger call lends its memory, not its
-    // size: this call's windows stay as close together as a fresh table would keep them).
+    // Sized for this call's lines: a table kept from an earlier call is reused only if it is at
+    // most 4 times that size (a larger one would spread this call's windows over memory that is
+    // no longer in cache).
     pass.index.reset(pass.lines.len());
     let mut refs = Vec::new();
     for m in 0..n {
