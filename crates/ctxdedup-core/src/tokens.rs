@@ -261,17 +261,23 @@ struct PieceCache {
     short: Box<[[(u128, u32); 2]]>,
     /// Pieces of 16 to [`CACHED_PIECE_BYTES`] bytes.
     long: HashMap<Box<[u8]>, u32, ahash::RandomState>,
+    /// Bytes of the pieces in `long`.
+    long_bytes: usize,
 }
 
 /// Sets of the associative tables (512 KiB and 512 KiB per encoding and thread).
 const TINY_BITS: u32 = 14;
 const SHORT_BITS: u32 = 13;
 
-/// Pieces in the map of longer pieces at most, per encoding and thread.
+/// Pieces, and bytes of pieces, in the map of longer pieces at most, per encoding and thread
+/// (cleared when either is reached).
 const LONG_CAPACITY: usize = 1 << 16;
+const LONG_BYTES: usize = 4 << 20;
 
-/// Longest piece (bytes) that is cached.
-const CACHED_PIECE_BYTES: usize = 64;
+/// Longest piece (bytes) that is cached. Pieces are words, number groups, punctuation runs and
+/// whitespace in most scripts, but a run of Chinese or Japanese characters without spaces or
+/// punctuation is one piece of 3 bytes a character, and such sentences repeat in re-read files.
+const CACHED_PIECE_BYTES: usize = 256;
 
 impl Default for PieceCache {
     fn default() -> Self {
@@ -279,6 +285,7 @@ impl Default for PieceCache {
             tiny: vec![[(0, 0); 2]; 1 << TINY_BITS].into_boxed_slice(),
             short: vec![[(0, 0); 2]; 1 << SHORT_BITS].into_boxed_slice(),
             long: HashMap::default(),
+            long_bytes: 0,
         }
     }
 }
@@ -348,10 +355,12 @@ fn count_piece_cached(bpe: &BytePairEncoding, cache: &mut PieceCache, piece: &st
                 return n as usize;
             }
             let n = count_piece(bpe, piece);
-            if cache.long.len() >= LONG_CAPACITY {
+            if cache.long.len() >= LONG_CAPACITY || cache.long_bytes + bytes.len() > LONG_BYTES {
                 cache.long.clear();
+                cache.long_bytes = 0;
             }
             cache.long.insert(bytes.into(), crate::to_u32(n));
+            cache.long_bytes += bytes.len();
             n
         }
         _ => count_piece(bpe, piece),
@@ -863,11 +872,12 @@ mod tests {
         // longer pieces is cleared; counted twice (cold, then warm).
         let mut state = 0x2545_F491_4F6C_DD1Du64;
         let mut text = String::new();
-        for _ in 0..150_000 {
+        // Pieces up to 300 bytes: past CACHED_PIECE_BYTES too; 9 MB in all, past LONG_BYTES.
+        for _ in 0..60_000 {
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
-            let len = 1 + (state % 70) as usize;
+            let len = 1 + (state % 300) as usize;
             text.push(' ');
             for i in 0..len {
                 text.push(char::from(b'a' + ((state >> (i % 60)) % 26) as u8));
