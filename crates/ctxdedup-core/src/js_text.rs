@@ -253,10 +253,15 @@ mod tests {
         s.encode_utf16().collect()
     }
 
-    fn lower(s: &[u16]) -> Vec<u16> {
+    /// The output of an `*_into(input, &mut out)` function of this module, as a new vector.
+    fn collected<T>(into: fn(&[u16], &mut Vec<T>), input: &[u16]) -> Vec<T> {
         let mut out = Vec::new();
-        js_to_lower_case_into(s, &mut out);
+        into(input, &mut out);
         out
+    }
+
+    fn lower(s: &[u16]) -> Vec<u16> {
+        collected(js_to_lower_case_into, s)
     }
 
     #[test]
@@ -345,9 +350,7 @@ mod tests {
     }
 
     fn quote(units: &[u16]) -> Vec<u8> {
-        let mut out = Vec::new();
-        json_quote_utf8_into(units, &mut out);
-        out
+        collected(json_quote_utf8_into, units)
     }
 
     #[test]
