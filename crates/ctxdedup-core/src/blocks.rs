@@ -37,8 +37,8 @@
 //! the input, whatever the options.
 
 // Per-site `#[expect]`s wait for the block-speed rework of this module (issue 13 item 7).
-use crate::to_u32;
 use crate::tokens::CountTokens;
+use crate::{huge_pages, to_u32};
 use ahash::{AHashMap, RandomState};
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -608,6 +608,10 @@ impl WindowIndex {
             }
         } else {
             self.slots.clear();
+            if self.slots.capacity() < needed {
+                self.slots = Vec::with_capacity(needed);
+                huge_pages::advise(&self.slots);
+            }
             self.slots.resize(needed, EMPTY_SLOT);
             self.shift = 64 - needed.trailing_zeros();
         }
@@ -692,6 +696,7 @@ enum Mode {
 impl<'a, 'c> Pass<'a, 'c> {
     /// Appends the line records of message `m` to `self.lines` and records where they are.
     fn split(&mut self, m: usize) {
+        let capacity = (self.lines.capacity(), self.out_lines.capacity());
         let text = self.conv.contents[m];
         let (options, hasher) = (self.options, &self.hasher);
         let lines = &mut self.lines;
@@ -728,7 +733,34 @@ impl<'a, 'c> Pass<'a, 'c> {
         for_each_line(text, push);
         let n = self.lines.len() - base;
         self.out_lines.resize(base + n, NONE);
+        // A grown buffer's new pages are not touched yet: huge pages for them.
+        if self.lines.capacity() != capacity.0 {
+            huge_pages::advise(&self.lines);
+        }
+        if self.out_lines.capacity() != capacity.1 {
+            huge_pages::advise(&self.out_lines);
+        }
         self.spans[m] = (to_u32(base), to_u32(n));
+    }
+
+    /// Reserves the line records of a large call up front, on huge pages (see [`huge_pages`]):
+    /// grown by doubling instead, the buffer would keep the small pages of its first half. The
+    /// estimate (one line per 32 units, and one per message) is a hint: more lines still fit.
+    fn reserve_lines(&mut self) {
+        let conv = self.conv;
+        let units: usize = (0..conv.contents.len())
+            .filter(|&m| conv.source[m] || conv.eligible[m])
+            .map(|m| conv.contents[m].len())
+            .sum();
+        let lines = units / 32 + conv.contents.len();
+        if lines * std::mem::size_of::<Line>() >= huge_pages::ADVISE_FROM_BYTES
+            && self.lines.capacity() < lines
+        {
+            self.lines.reserve(lines);
+            huge_pages::advise(&self.lines);
+            self.out_lines.reserve(lines);
+            huge_pages::advise(&self.out_lines);
+        }
     }
 
     /// Where message `m`'s records are in `self.lines` (and `self.out_lines`).
@@ -1210,6 +1242,7 @@ pub fn dedupe_blocks(
         window_buffers: scratch.windows,
     };
     pass.spans.resize(n, (0, 0));
+    pass.reserve_lines();
     // Every message's lines first: the window index is then sized once, for at most one window
     // per line, and never grows.
     for m in 0..n {

@@ -10,6 +10,7 @@ pub mod exact;
 pub mod findings;
 pub mod fuzzy;
 pub mod hashed_embedding;
+pub mod huge_pages;
 pub mod js_text;
 pub mod messages;
 pub mod near_window;
