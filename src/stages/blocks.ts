@@ -254,13 +254,21 @@ function inspectValues(this: Record<string, unknown>): unknown {
  * {@link BlocksMarker}, `verbatim[id]` the original. The decisions are built apart, on demand
  * ({@link BlockReport}). @internal
  */
-export function applyBlocks<M extends Identified>(originals: readonly M[], out: M[], verbatim: Record<string, M>, found: NativeBlocks): void {
+export function applyBlocks<M extends Identified>(
+  originals: readonly M[],
+  out: M[],
+  verbatim: Record<string, M>,
+  found: NativeBlocks,
+  contents: readonly string[],
+  ids: readonly string[],
+): void {
   const count = found.message.length;
   let k = 0;
   while (k < count) {
     const index = found.message[k] as number;
     const original = originals[index] as M;
-    const content = original.content as string;
+    // The content and ids the pass read (a caller may change the messages while an async pass runs).
+    const content = contents[index] as string;
     let rewritten = '';
     const references: BlockReference[] = [];
     let at = 0;
@@ -271,7 +279,7 @@ export function applyBlocks<M extends Identified>(originals: readonly M[], out: 
       const reference: BlockReference = {
         line: found.outLine[k] as number,
         lines: found.lineCount[k] as number,
-        target: (originals[found.target[k] as number] as M).id,
+        target: ids[found.target[k] as number] as string,
         from: (found.targetLine[k] as number) + 1,
       };
       const numbered = numberingOf(found, k);
@@ -282,7 +290,7 @@ export function applyBlocks<M extends Identified>(originals: readonly M[], out: 
     const marker: BlocksMarker = { kind: 'blocks', references };
     if (original.metadata === undefined) marker.metadataAbsent = true;
     out[index] = { ...original, content: rewritten, metadata: { ...(original.metadata ?? {}), ctxdedup: marker } };
-    setOwn(verbatim, original.id, original);
+    setOwn(verbatim, ids[index] as string, original);
   }
 }
 

@@ -449,14 +449,15 @@ export function rewrite<M>(
   messages: readonly M[],
   plan: WholePlan,
   replace: (original: M, r: WholeReplacement) => M,
-  key: (original: M) => string,
+  /** The verbatim key of `original`, message `index`. */
+  key: (original: M, index: number) => string,
 ): { messages: M[]; verbatim: Record<string, M> } {
   const out = messages.slice();
   const verbatim: Record<string, M> = {};
   for (const r of plan.replacements) {
     const original = messages[r.index] as M;
     out[r.index] = replace(original, r);
-    setOwn(verbatim, key(original), original);
+    setOwn(verbatim, key(original, r.index), original);
   }
   return { messages: out, verbatim };
 }

@@ -200,6 +200,10 @@ export type ReplacementMarker = WholeMessageMarker | BlocksMarker;
 
 interface Plan {
   messages: Message[];
+  /** Every message's id, read once: the async variant must not see later changes. */
+  ids: string[];
+  /** Whether each message's content is a string (a text the model sees), read once. */
+  texts: Uint8Array;
   input: AnalysisInput;
   native: NativeAnalyzeOptions;
   recencyWindow: number;
@@ -249,6 +253,7 @@ function plan(messages: unknown, options: DedupeMessagesOptions | undefined): Pl
   expectOptions(options);
   const o = (options ?? {}) as Record<string, unknown>;
   const seen = new Set<string>();
+  const ids = new Array<string>(messages.length);
   for (let i = 0; i < messages.length; i++) {
     const m: unknown = messages[i];
     // The path is built only for the error: a template literal per message is a measurable
@@ -259,6 +264,7 @@ function plan(messages: unknown, options: DedupeMessagesOptions | undefined): Pl
     // One lookup: the set grows unless the id is already in it.
     const size = seen.size;
     if (seen.add(id).size === size) typeError(`messages[${i}].id`, `duplicates an earlier id: ${show(id)}`);
+    ids[i] = id;
   }
   const keep = o['keep'] ?? 'latest';
   if (keep !== 'latest' && keep !== 'earliest') typeError('options.keep', `must be 'latest' or 'earliest', got ${show(keep)}`);
@@ -274,8 +280,12 @@ function plan(messages: unknown, options: DedupeMessagesOptions | undefined): Pl
   // A snapshot: the async variant must not see changes the caller makes while it runs.
   const list = (messages as Message[]).slice();
   const recencyStart = recencyStartOf(list.length, recencyWindow);
+  const texts = new Uint8Array(list.length);
+  if (blocks !== undefined) for (let i = 0; i < list.length; i++) texts[i] = typeof (list[i] as Message).content === 'string' ? 1 : 0;
   return {
     messages: list,
+    ids,
+    texts,
     input: analysisInput(
       list,
       o['preserve'] === undefined ? DEFAULT_PRESERVE : new Set(optionalStrings(o['preserve'], 'options.preserve', ['system'])),
@@ -304,20 +314,20 @@ function apply<M extends Message>(p: Plan, found: { exact: Annotation[]; fuzzy: 
     messages,
     plan,
     (original, r) => {
-      const marker: WholeMessageMarker = { kind: r.kind, duplicateOf: (messages[r.duplicateOfIndex] as Message).id };
+      const marker: WholeMessageMarker = { kind: r.kind, duplicateOf: p.ids[r.duplicateOfIndex] as string };
       if (r.similarity !== undefined) marker.similarity = r.similarity;
       if (p.blocks !== undefined && original.metadata === undefined) marker.metadataAbsent = true;
       return { ...original, content: r.tag, metadata: { ...(original.metadata ?? {}), ctxdedup: marker } };
     },
-    (original) => original.id,
+    (_, index) => p.ids[index] as string,
   );
   const decisions: MessageDecision[] = plan.replacements.map((r) => {
     const decision: WholeMessageDecision = {
       index: r.index,
-      id: (messages[r.index] as Message).id,
+      id: p.ids[r.index] as string,
       kind: r.kind,
       duplicateOfIndex: r.duplicateOfIndex,
-      duplicateOfId: (messages[r.duplicateOfIndex] as Message).id,
+      duplicateOfId: p.ids[r.duplicateOfIndex] as string,
       charsBefore: r.charsBefore,
       charsAfter: r.tag.length,
       charsSaved: r.charsSaved,
@@ -350,9 +360,8 @@ function apply<M extends Message>(p: Plan, found: { exact: Annotation[]; fuzzy: 
 /** Inputs of the block pass once whole-message replacements are known. */
 function blockInput(p: Plan, replaced: DedupeMessagesResult['decisions'], fullCounts: boolean): [Uint8Array, Uint8Array, NativeBlockOptions] {
   const n = p.messages.length;
-  const source = new Uint8Array(n);
+  const source = p.texts.slice();
   const blocked = p.input.blocked.slice();
-  for (let i = 0; i < n; i++) source[i] = typeof (p.messages[i] as Message).content === 'string' ? 1 : 0;
   for (const d of replaced) {
     source[d.index] = 0;
     blocked[d.index] = 1;
@@ -373,7 +382,7 @@ function blockInput(p: Plan, replaced: DedupeMessagesResult['decisions'], fullCo
  * that read exactly as stored values would ({@link lazyProperty}).
  */
 function withBlocks<M extends Message>(p: Plan, result: DedupeMessagesResult<M>, found: NativeBlocks, ids: readonly string[]): DedupeMessagesResult<M> {
-  applyBlocks(p.messages as M[], result.messages, result.verbatim, found);
+  applyBlocks(p.messages as M[], result.messages, result.verbatim, found, p.input.contents, p.ids);
   if (found.message.length === 0) return result;
   const report = new BlockReport(found, ids, p.input.contents);
   const stats = { ...result.stats };
@@ -423,13 +432,14 @@ export function dedupeMessagesCounted<M extends Message>(
   // `blocked` holds 0 or 1 only: as packed flags it blocks, and excludes nothing else.
   const result = apply<M>(p, unpack(analyzePacked(contents, lengths, blocked, p.native)));
   if (p.blocks === undefined) return result;
-  const ids = p.messages.map((m) => m.id);
-  return withBlocks(p, result, native.dedupeBlocksSync(contents, ids, ...blockInput(p, result.decisions, countInPass)), ids);
+  return withBlocks(p, result, native.dedupeBlocksSync(contents, p.ids, ...blockInput(p, result.decisions, countInPass)), p.ids);
 }
 
 /**
  * {@link dedupeMessages} with the analysis on a worker thread, so the event loop stays free.
- * Contents are copied before the promise is returned; later changes to the input do not matter.
+ * Ids and contents are read before the promise is returned: changing them later does not change
+ * the result. (A rewritten message is a shallow copy of the message object made when the result is
+ * built, with the new content; untouched messages are the input objects themselves.)
  * Small batches (up to {@link ASYNC_MIN_UNITS} code units) are analysed inline.
  */
 export async function dedupeMessagesAsync<M extends Message>(messages: readonly M[], options?: DedupeMessagesOptions): Promise<DedupeMessagesResult<M>> {
@@ -446,7 +456,7 @@ export async function dedupeMessagesAsyncCounted<M extends Message>(
   const { contents, units } = p.input;
   const whole = apply<M>(p, await analyze(p.input, false, p.native));
   if (p.blocks === undefined) return whole;
-  const ids = p.messages.map((m) => m.id);
+  const ids = p.ids;
   const inline = units <= ASYNC_MIN_UNITS;
   const input = blockInput(p, whole.decisions, countInPass || !inline);
   const found = inline ? native.dedupeBlocksSync(contents, ids, ...input) : await native.dedupeBlocksAsync(contents, ids, ...input);

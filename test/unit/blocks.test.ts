@@ -235,6 +235,22 @@ describe('block dedup: rules', () => {
     expect(await dedupeMessagesAsync(input, BLOCKS)).toEqual(sync);
     expect(blockDecisions(sync)).toHaveLength(1);
   });
+
+  it('async: changing ids and contents after the call changes nothing, inline and on the worker path', async () => {
+    for (const lines of [10, 4000]) {
+      const a = file(lines).join('\n');
+      const input = () => [msg('m0', a), msg('m1', `HEAD\n${a}\nTAIL`)];
+      const expected = dedupeMessages(input(), BLOCKS);
+      const live = input();
+      const pending = dedupeMessagesAsync(live, BLOCKS);
+      (live[1] as Message).content = `replaced by the caller after the call ${'#'.repeat(300)}`;
+      (live[0] as Message).id = 'renamed';
+      const r = await pending;
+      expect(r.messages.map((m) => m.content)).toEqual(expected.messages.map((m) => m.content));
+      expect(r.decisions).toEqual(expected.decisions);
+      expect(Object.keys(r.verbatim)).toEqual(['m1']);
+    }
+  });
 });
 
 describe('block dedup: bad options', () => {
