@@ -53,15 +53,23 @@ export declare function countTokens(text: string, encoding: TokenEncoding): numb
 /** [`count_tokens`] of each text, in one call. */
 export declare function countTokensBatch(texts: string[], encoding: TokenEncoding): Uint32Array
 
+/**
+ * Each text's count, counted only until it exceeds its `stops` entry
+ * (`ctxdedup_core::tokens::count_utf16_up_to`: exact up to the stop, some number above it past
+ * it). `stops` has one entry per text.
+ */
+export declare function countTokensBatchUpTo(texts: string[], stops: Uint32Array, encoding: TokenEncoding): Uint32Array
+
 /** [`dedupe_blocks_sync`] on a libuv worker thread (the contents are copied first). */
-export declare function dedupeBlocksAsync(contents: string[], ids: string[], source: Uint8Array, blocked: Uint8Array, options: NativeBlockOptions): Promise<NativeBlocks>
+export declare function dedupeBlocksAsync(contents: string[], ids: string[], source: Uint8Array, blocked: Uint8Array, keeper: Uint32Array, options: NativeBlockOptions): Promise<NativeBlocks>
 
 /**
  * The block pass over one conversation, on the calling thread. `source[i]`: the model sees
  * message `i`'s text (it may be a target); `blocked[i]`: its shape (role, tool calls, content
- * type) or an earlier whole-message replacement keeps it from being rewritten.
+ * type) keeps it from being rewritten; `keeper[i]`: the keeper of a whole-message exact
+ * duplicate, or `0xFFFFFFFF` (`ctxdedup_core::blocks::Conversation::keeper`; empty: none).
  */
-export declare function dedupeBlocksSync(contents: string[], ids: string[], source: Uint8Array, blocked: Uint8Array, options: NativeBlockOptions): NativeBlocks
+export declare function dedupeBlocksSync(contents: string[], ids: string[], source: Uint8Array, blocked: Uint8Array, keeper: Uint32Array, options: NativeBlockOptions): NativeBlocks
 
 /** Splits findings texts into paragraphs and marks repeated paragraph keys. */
 export declare function dedupeFindings(texts: string[], minKeyUnits: number): NativeFindings
@@ -178,6 +186,8 @@ export interface NativeBlocks {
   tokensBefore?: Uint32Array
   tokensAfter: Uint32Array
   text: Array<string>
+  /** Whole-message duplicates kept as messages because the pass rewrote their keeper. */
+  keptDuplicates: Uint32Array
 }
 
 /** Clusters of similar embeddings, flattened. */

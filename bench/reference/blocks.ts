@@ -396,7 +396,9 @@ export function refDedupeBlocks<M extends RefBlockMessage>(messages: readonly M[
   const ids = new Array<string>(n);
   const eligible = new Uint8Array(n);
   const source = new Uint8Array(n);
-  // Whole-message exact pass, keep earliest.
+  const keeper = new Int32Array(n).fill(-1);
+  // Whole-message exact pass, keep earliest: a duplicate is tagged only if the tag is shorter, in
+  // characters and in tokens.
   const first = new Map<string, number>();
   for (let i = 0; i < n; i++) {
     const m = messages[i] as M;
@@ -413,6 +415,11 @@ export function refDedupeBlocks<M extends RefBlockMessage>(messages: readonly M[
     }
     const keepId = (messages[keep] as M).id;
     const tag = `[ctxdedup: duplicate of ${keepId} — ${content.length} chars]`;
+    if (tag.length >= content.length || countTokens(tag) >= countTokens(content)) {
+      eligible[i] = 1;
+      continue;
+    }
+    keeper[i] = keep;
     const marker: Record<string, unknown> = { kind: 'exact', duplicateOf: keepId };
     if (m.metadata === undefined) marker['metadataAbsent'] = true;
     out[i] = { ...m, content: tag, metadata: { ...(m.metadata ?? {}), ctxdedup: marker } };
@@ -429,10 +436,31 @@ export function refDedupeBlocks<M extends RefBlockMessage>(messages: readonly M[
       charsSaved: content.length - tag.length,
     });
   }
-  // Block pass over what the model still sees.
+  // Block pass over what the model still sees. A duplicate whose keeper the pass rewrote stays a
+  // message (its tag would name text no longer there in full) and goes through the pass.
   const pass = new BlockPass(contents, ids, eligible, countTokens);
   const refs: Ref[] = [];
-  for (let m = 0; m < n; m++) if (source[m] === 1) pass.process(m, refs);
+  const rewritten = new Uint8Array(n);
+  for (let m = 0; m < n; m++) {
+    const k = keeper[m] as number;
+    if (k >= 0) {
+      if (rewritten[k] === 0) continue;
+      const m0 = messages[m] as M;
+      out[m] = m0;
+      delete verbatim[m0.id];
+      decisions.splice(
+        decisions.findIndex((d) => d['index'] === m),
+        1,
+      );
+      source[m] = 1;
+      eligible[m] = 1;
+    }
+    if (source[m] === 1) {
+      const before = refs.length;
+      pass.process(m, refs);
+      if (refs.length > before) rewritten[m] = 1;
+    }
+  }
   // Rewritten messages and decisions.
   let k = 0;
   while (k < refs.length) {

@@ -33,7 +33,8 @@ export interface BlockOptions {
    * Reference line templates. Fields: `{lines}`, `{target}` (the target message's id), `{from}`,
    * `{to}` (1-based lines of the target message as it appears in the output), and for numbered
    * runs `{numberedFrom}`, `{numberedTo}` (the numbers the replaced lines carried). A template
-   * must be one line and name `{target}`, `{from}` and `{to}` (and `{numberedFrom}` when numbered).
+   * must be one line and name `{target}`, `{from}` and `{to}` (and `{numberedFrom}` when numbered;
+   * only the numbered template may use `{numberedFrom}` and `{numberedTo}`).
    */
   reference?: string;
   numberedReference?: string;

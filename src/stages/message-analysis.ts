@@ -401,6 +401,9 @@ export interface WholePlan {
  * Turns the native annotations into decisions: annotations in the recency window are counted
  * and left alone, every other one gets its tag (exact ones first, then near ones: the order a
  * caller's tag function sees). `id(i)` is the id of message `i`; `lengths[i]` its content length.
+ * With `contents` (net positive: `dedupeMessages`, not `ctxdedup/cce`, which keeps CCE's rule), a
+ * message whose tag would not be shorter than it, in UTF-16 units and in o200k_base tokens, stays
+ * in full and gets no decision.
  * @internal
  */
 export function decide(
@@ -409,8 +412,10 @@ export function decide(
   lengths: Uint32Array,
   window: { recencyWindow: number; recencyStart: number },
   tag: (info: ReferenceInfo) => string,
+  contents?: readonly string[],
 ): WholePlan {
   const plan: WholePlan = { replacements: [], exact: 0, near: 0, keptInWindow: 0, charsSaved: 0 };
+  const candidates: WholeReplacement[] = [];
   const add = (a: Annotation, kind: MatchKind): void => {
     if (inRecencyWindow(a.index, window.recencyWindow, window.recencyStart)) {
       plan.keptInWindow++;
@@ -430,15 +435,38 @@ export function decide(
       charsSaved: charsBefore - text.length,
     };
     if (a.similarity !== undefined) r.similarity = a.similarity;
-    plan.replacements.push(r);
-    plan.charsSaved += r.charsSaved;
-    if (kind === 'exact') plan.exact++;
-    else plan.near++;
+    if (contents === undefined || r.charsSaved > 0) candidates.push(r);
   };
   for (const a of found.exact) add(a, 'exact');
   for (const a of found.fuzzy) add(a, 'near');
+  const kept = contents === undefined ? candidates : shorterInTokens(candidates, contents);
+  for (const r of kept) {
+    plan.replacements.push(r);
+    plan.charsSaved += r.charsSaved;
+    if (r.kind === 'exact') plan.exact++;
+    else plan.near++;
+  }
   plan.replacements.sort((a, b) => a.index - b.index);
   return plan;
+}
+
+/**
+ * The replacements whose tag has fewer o200k_base tokens than the message it replaces. A
+ * message is counted only until it passes its tag's count (a few pieces, whatever its length).
+ */
+function shorterInTokens(candidates: WholeReplacement[], contents: readonly string[]): WholeReplacement[] {
+  if (candidates.length === 0) return candidates;
+  const o200k = native.TokenEncoding.O200kBase;
+  const tags = native.countTokensBatch(
+    candidates.map((r) => r.tag),
+    o200k,
+  );
+  const messages = native.countTokensBatchUpTo(
+    candidates.map((r) => contents[r.index] as string),
+    tags,
+    o200k,
+  );
+  return candidates.filter((_, k) => (messages[k] as number) > (tags[k] as number));
 }
 
 /**

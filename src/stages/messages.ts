@@ -309,7 +309,9 @@ function plan(messages: unknown, options: DedupeMessagesOptions | undefined): Pl
 
 function apply<M extends Message>(p: Plan, found: { exact: Annotation[]; fuzzy: Annotation[] }): DedupeMessagesResult<M> {
   const messages = p.messages as M[];
-  const plan = decide(found, (i) => (messages[i] as Message).id, p.input.lengths, p, p.reference);
+  // keep 'earliest' (the cache-safe mode) is net positive; 'latest' keeps CCE's analysis.
+  const netPositive = p.native.keep === 'earliest' ? p.input.contents : undefined;
+  const plan = decide(found, (i) => p.ids[i] as string, p.input.lengths, p, p.reference, netPositive);
   const { messages: out, verbatim } = rewrite(
     messages,
     plan,
@@ -357,19 +359,35 @@ function apply<M extends Message>(p: Plan, found: { exact: Annotation[]; fuzzy: 
   };
 }
 
-/** Inputs of the block pass once whole-message replacements are known. */
-function blockInput(p: Plan, replaced: DedupeMessagesResult['decisions'], fullCounts: boolean): [Uint8Array, Uint8Array, NativeBlockOptions] {
-  const n = p.messages.length;
-  const source = p.texts.slice();
-  const blocked = p.input.blocked.slice();
-  for (const d of replaced) {
-    source[d.index] = 0;
-    blocked[d.index] = 1;
-  }
+/**
+ * Inputs of the block pass once whole-message replacements are known: each duplicate's keeper
+ * (the pass skips a duplicate, whose tag the model sees, unless it rewrites the keeper).
+ */
+function blockInput(p: Plan, replaced: DedupeMessagesResult['decisions'], fullCounts: boolean): [Uint8Array, Uint8Array, Uint32Array, NativeBlockOptions] {
+  const keeper = new Uint32Array(replaced.length === 0 ? 0 : p.messages.length).fill(NO_KEEPER);
+  for (const d of replaced) keeper[d.index] = d.duplicateOfIndex;
   // On the JS thread, runs are counted only as far as the decisions need and the reported counts
   // are taken on first read; off it (`fullCounts`), in full there, so reading never blocks the loop.
   const options = { ...(p.blocks as ResolvedBlockOptions), messageMinChars: p.native.minChars, skipPrefixes: p.native.skipPrefixes, fullCounts };
-  return [source, blocked, options];
+  return [p.texts, p.input.blocked, keeper, options];
+}
+
+/** `keeper` of a message that is not a duplicate (the core's `NO_KEEPER`, u32::MAX). */
+const NO_KEEPER = 0xffffffff;
+
+/**
+ * The whole-message result without the duplicates the block pass kept as messages: their keeper
+ * was rewritten, so a tag would name text the model no longer sees in full.
+ */
+function withoutKept<M extends Message>(
+  p: Plan,
+  result: DedupeMessagesResult<M>,
+  analysis: { exact: Annotation[]; fuzzy: Annotation[] },
+  found: NativeBlocks,
+): DedupeMessagesResult<M> {
+  if (found.keptDuplicates.length === 0) return result;
+  const kept = new Set(found.keptDuplicates);
+  return apply<M>(p, { exact: analysis.exact.filter((a) => !kept.has(a.index)), fuzzy: analysis.fuzzy });
 }
 
 /**
@@ -430,9 +448,11 @@ export function dedupeMessagesCounted<M extends Message>(
   const p = plan(messages, options);
   const { contents, lengths, blocked } = p.input;
   // `blocked` holds 0 or 1 only: as packed flags it blocks, and excludes nothing else.
-  const result = apply<M>(p, unpack(analyzePacked(contents, lengths, blocked, p.native)));
+  const analysis = unpack(analyzePacked(contents, lengths, blocked, p.native));
+  const result = apply<M>(p, analysis);
   if (p.blocks === undefined) return result;
-  return withBlocks(p, result, native.dedupeBlocksSync(contents, p.ids, ...blockInput(p, result.decisions, countInPass)), p.ids);
+  const found = native.dedupeBlocksSync(contents, p.ids, ...blockInput(p, result.decisions, countInPass));
+  return withBlocks(p, withoutKept(p, result, analysis, found), found, p.ids);
 }
 
 /**
@@ -454,13 +474,14 @@ export async function dedupeMessagesAsyncCounted<M extends Message>(
 ): Promise<DedupeMessagesResult<M>> {
   const p = plan(messages, options);
   const { contents, units } = p.input;
-  const whole = apply<M>(p, await analyze(p.input, false, p.native));
+  const analysis = await analyze(p.input, false, p.native);
+  const whole = apply<M>(p, analysis);
   if (p.blocks === undefined) return whole;
   const ids = p.ids;
   const inline = units <= ASYNC_MIN_UNITS;
   const input = blockInput(p, whole.decisions, countInPass || !inline);
   const found = inline ? native.dedupeBlocksSync(contents, ids, ...input) : await native.dedupeBlocksAsync(contents, ids, ...input);
-  return withBlocks(p, whole, found, ids);
+  return withBlocks(p, withoutKept(p, whole, analysis, found), found, ids);
 }
 
 /**

@@ -65,6 +65,16 @@ function checkGuarantees(input: Message[], options: DedupeMessagesOptions = BLOC
       if (t === i) expect(ref.from - 1 + ref.lines).toBeLessThanOrEqual(ref.line);
     }
   }
+  for (const d of r.decisions) {
+    if (d.kind !== 'exact') continue;
+    // A whole-message tag names a message the model sees in full, and is shorter than the message.
+    expect(r.messages[d.duplicateOfIndex]?.metadata?.['ctxdedup']).toBeUndefined();
+    expect(r.messages[d.duplicateOfIndex]?.content).toBe(input[d.index]?.content);
+    const tag = r.messages[d.index]?.content as string;
+    const content = input[d.index]?.content as string;
+    expect(tag.length).toBeLessThan(content.length);
+    expect(countTokens(tag)).toBeLessThan(countTokens(content));
+  }
   const seen = new Map<number, number>();
   for (const d of blockDecisions(r)) {
     // Net positive in characters and in o200k tokens (counted here independently).
@@ -164,6 +174,33 @@ describe('block dedup: rules', () => {
     ]);
   });
 
+  it('a duplicate of a message the pass rewrote stays a message (its tag would name text no longer there in full)', () => {
+    const a = file(10).join('\n');
+    const edited = `${a}\nplus one line at the end of the file`;
+    const input = [msg('m0', a), msg('m1', edited), msg('m2', edited), msg('m3', a)];
+    const r = checkGuarantees(input);
+    expect(r.decisions.map((d) => [d.id, d.kind, d.duplicateOfId])).toEqual([
+      ['m1', 'block', 'm0'],
+      ['m2', 'block', 'm0'],
+      ['m3', 'exact', 'm0'],
+    ]);
+    expect(r.messages[2]?.content).toBe(r.messages[1]?.content);
+    expect(r.stats.exactDuplicates).toBe(1);
+    expect(Object.keys(r.verbatim)).toEqual(['m3', 'm1', 'm2']);
+  });
+
+  it('keep earliest: a duplicate whose tag would not be shorter (characters or tokens) stays in full', () => {
+    const dashes = '-'.repeat(200);
+    for (const options of [BLOCKS, { keep: 'earliest' as const }]) {
+      expect(dedupeMessages([msg('m0', dashes), msg('m1', dashes)], options).decisions).toEqual([]);
+      expect(dedupeMessages([msg('m0', 'ok'), msg('m1', 'ok')], { ...options, minChars: 0 }).decisions).toEqual([]);
+      const long = file(8).join('\n');
+      expect(dedupeMessages([msg('m0', long), msg('m1', long)], options).decisions.map((d) => d.kind)).toEqual(['exact']);
+    }
+    // keep 'latest' keeps context-compression-engine's analysis.
+    expect(dedupeMessages([msg('m0', dashes), msg('m1', dashes)]).decisions).toHaveLength(1);
+  });
+
   it('messages without string content are neither sources nor rewritten; tool-call messages are sources only', () => {
     const a = file(8).join('\n');
     const input = [msg('parts', [{ type: 'text', text: a }]), msg('calls', a, { tool_calls: [{ id: 'c' }] }), msg('m', `${a}\nend`)];
@@ -210,6 +247,7 @@ describe('block dedup: rules', () => {
       ['see {target}', /must contain \{from\}/],
       ['{target} {from} {to}\nsecond line', /one line/],
       ['{target} {from} {to} {bogus}', /unknown field \{bogus\}/],
+      ['{target} {from}-{to}, numbered {numberedFrom}-{numberedTo}', /only the numbered reference template/],
       [5, /must be a string/],
     ] as const) {
       const e = thrown(() => dedupeMessages([], { keep: 'earliest', blocks: { reference: reference as string } }));

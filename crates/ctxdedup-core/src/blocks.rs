@@ -155,7 +155,8 @@ impl Template {
     /// # Errors
     /// A message when the template has a line break, an unknown `{field}`, or lacks one of the
     /// fields a reader needs to follow it: `{target}`, `{from}` and `{to}`, plus
-    /// `{numberedFrom}` when `numbered`.
+    /// `{numberedFrom}` when `numbered`; or, when not `numbered`, has `{numberedFrom}` or
+    /// `{numberedTo}` (a plain reference has no numbering to show).
     pub fn parse(units: &[u16], numbered: bool) -> Result<Template, String> {
         if units
             .iter()
@@ -208,6 +209,11 @@ impl Template {
         ];
         if numbered {
             required.push(("numberedFrom", Field::NumberedFrom));
+        } else if has(Field::NumberedFrom) || has(Field::NumberedTo) {
+            // A plain reference has no numbering of its own to show.
+            return Err(
+                "cannot contain {numberedFrom} or {numberedTo}: only the numbered reference template fills them".into(),
+            );
         }
         for (label, field) in required {
             if !has(field) {
@@ -364,6 +370,26 @@ pub struct Conversation<'a> {
     pub source: &'a [bool],
     /// Whether the message may be rewritten (implies `source`).
     pub eligible: &'a [bool],
+    /// The message a whole-message exact duplicate duplicates (its keeper, an earlier message),
+    /// or [`NO_KEEPER`]. Such a message is tagged as a duplicate of its keeper, so the pass skips
+    /// it (the model sees the tag, not its text) — unless the pass rewrites the keeper: the tag
+    /// would then point at text the model no longer sees in full, so the duplicate stays a
+    /// message (reported in [`Blocks::kept_duplicates`]) and goes through the pass like any other,
+    /// with its own `source` and `eligible` flags. Empty: no duplicates.
+    pub keeper: &'a [u32],
+}
+
+/// [`Conversation::keeper`] of a message that is not a whole-message duplicate.
+pub const NO_KEEPER: u32 = u32::MAX;
+
+/// What a block pass decided.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Blocks {
+    /// The replaced runs, by message, then by position.
+    pub refs: Vec<BlockRef>,
+    /// The whole-message duplicates kept as messages because the pass rewrote their keeper
+    /// (ascending).
+    pub kept_duplicates: Vec<u32>,
 }
 
 /// A line of a processed message.
@@ -1217,10 +1243,17 @@ pub fn dedupe_blocks(
     conv: &Conversation<'_>,
     options: &BlockOptions,
     count_tokens: &dyn CountTokens,
-) -> Result<Vec<BlockRef>, String> {
+) -> Result<Blocks, String> {
     let n = conv.contents.len();
     if conv.ids.len() != n || conv.source.len() != n || conv.eligible.len() != n {
         return Err("contents, ids, source and eligible must have one entry per message".into());
+    }
+    if !conv.keeper.is_empty() && conv.keeper.len() != n {
+        return Err("keeper must be empty or have one entry per message".into());
+    }
+    let keeper = |m: usize| conv.keeper.get(m).copied().unwrap_or(NO_KEEPER);
+    if (0..n).any(|m| keeper(m) != NO_KEEPER && keeper(m) as usize >= m) {
+        return Err("a duplicate's keeper must be an earlier message".into());
     }
     if options.min_lines == 0 {
         return Err("min_lines must be at least 1".into());
@@ -1255,9 +1288,22 @@ pub fn dedupe_blocks(
     // no longer in cache).
     pass.index.reset(pass.lines.len());
     let mut refs = Vec::new();
+    let mut kept_duplicates = Vec::new();
+    // Whether the pass rewrote each message (only a keeper's flag is read).
+    let mut rewritten = vec![false; if conv.keeper.is_empty() { 0 } else { n }];
     for m in 0..n {
+        if let Some(&k) = conv.keeper.get(m).filter(|&&k| k != NO_KEEPER) {
+            if !rewritten[k as usize] {
+                continue;
+            }
+            kept_duplicates.push(to_u32(m));
+        }
         if conv.source[m] || conv.eligible[m] {
+            let before = refs.len();
             pass.process(m, count_tokens, &mut refs);
+            if let Some(flag) = rewritten.get_mut(m) {
+                *flag = refs.len() > before;
+            }
         }
     }
     scratch = Scratch {
@@ -1270,7 +1316,10 @@ pub fn dedupe_blocks(
     };
     scratch.clear();
     SCRATCH.with(|s| *s.borrow_mut() = scratch);
-    Ok(refs)
+    Ok(Blocks {
+        refs,
+        kept_duplicates,
+    })
 }
 
 /// The working memory of a pass, kept per thread between calls (cleared): a call then allocates
@@ -1514,6 +1563,7 @@ mod tests {
         ids: Vec<Vec<u16>>,
         source: Vec<bool>,
         eligible: Vec<bool>,
+        keeper: Vec<u32>,
     }
 
     impl Case {
@@ -1524,6 +1574,7 @@ mod tests {
                 ids: (0..n).map(|i| u(&format!("m{i}"))).collect(),
                 source: vec![true; n],
                 eligible: vec![true; n],
+                keeper: Vec::new(),
             }
         }
 
@@ -1535,6 +1586,10 @@ mod tests {
         }
 
         fn run_with(&self, options: &BlockOptions, count: &dyn CountTokens) -> Vec<BlockRef> {
+            self.run_blocks(options, count).refs
+        }
+
+        fn run_blocks(&self, options: &BlockOptions, count: &dyn CountTokens) -> Blocks {
             let contents: Vec<&[u16]> = self.contents.iter().map(|c| &c[..]).collect();
             let ids: Vec<&[u16]> = self.ids.iter().map(|c| &c[..]).collect();
             let conv = Conversation {
@@ -1542,6 +1597,7 @@ mod tests {
                 ids: &ids,
                 source: &self.source,
                 eligible: &self.eligible,
+                keeper: &self.keeper,
             };
             dedupe_blocks(&conv, options, count).unwrap()
         }
@@ -1677,6 +1733,11 @@ mod tests {
         assert!(Template::parse(&u("{target} {from} {to}\n"), false).is_err());
         assert!(Template::parse(&u("{target} {from} {to} {bogus}"), false).is_err());
         assert!(Template::parse(&u("{target} {from} {to}"), true).is_err());
+        assert!(Template::parse(&u("{target} {from} {to} {numberedFrom}"), false).is_err());
+        assert!(Template::parse(&u("{target} {from} {to} {numberedTo}"), false).is_err());
+        assert!(
+            Template::parse(&u("{target} {from} {to} {numberedFrom}-{numberedTo}"), true).is_ok()
+        );
         assert!(Template::parse(&u("{ {target} {from} {to} }"), false).is_ok());
     }
 
@@ -1821,6 +1882,45 @@ mod tests {
         }
 
         #[test]
+        fn duplicates_stay_messages_exactly_when_their_keeper_is_rewritten(
+            (texts, source, eligible) in conversation(),
+            options in options(),
+            picks in prop::collection::vec(any::<prop::sample::Index>(), 7),
+            cut in 0usize..8,
+        ) {
+            let mut case = case_of(&texts, source, eligible);
+            let n = case.contents.len();
+            case.keeper = vec![NO_KEEPER; n];
+            for (m, pick) in (1..n).zip(&picks) {
+                let k = pick.index(m);
+                if case.keeper[k] == NO_KEEPER && m % 2 == 1 {
+                    case.contents[m] = case.contents[k].clone();
+                    case.keeper[m] = to_u32(k);
+                }
+            }
+            let blocks = case.run_blocks(&options, &toy_tokens);
+            let rewritten = |m: usize| blocks.refs.iter().any(|r| r.message == m);
+            let kept = |m: usize| blocks.kept_duplicates.contains(&to_u32(m));
+            for m in 0..n {
+                let k = case.keeper[m];
+                // A tag only ever names a keeper the model sees in full.
+                prop_assert_eq!(kept(m), k != NO_KEEPER && rewritten(k as usize));
+                if k != NO_KEEPER && !kept(m) {
+                    // A tagged duplicate is neither rewritten nor a target.
+                    prop_assert!(!rewritten(m) && blocks.refs.iter().all(|r| r.target != m));
+                }
+            }
+            // Prefix-monotonic with duplicates too.
+            let cut = cut.min(n);
+            let mut prefix = case_of(&texts[..cut], case.source[..cut].to_vec(), case.eligible[..cut].to_vec());
+            prefix.contents = case.contents[..cut].to_vec();
+            prefix.keeper = case.keeper[..cut].to_vec();
+            let head = prefix.run_blocks(&options, &toy_tokens);
+            let within = |b: &Blocks| (b.refs.iter().filter(|r| r.message < cut).cloned().collect::<Vec<_>>(), b.kept_duplicates.iter().copied().filter(|&m| (m as usize) < cut).collect::<Vec<_>>());
+            prop_assert_eq!(within(&blocks), within(&head));
+        }
+
+        #[test]
         fn untouched_without_repeats(lines in prop::collection::vec("[a-z]{1,6}", 0..30)) {
             let mut unique = lines.clone();
             unique.sort();
@@ -1936,9 +2036,9 @@ mod tests {
             let ids: Vec<Vec<u16>> = (0..lines.len()).map(|i| u(&format!("m{i}"))).collect();
             let ids: Vec<&[u16]> = ids.iter().map(|t| &t[..]).collect();
             let flags = vec![true; lines.len()];
-            let conv = Conversation { contents: &contents, ids: &ids, source: &flags, eligible: &flags };
+            let conv = Conversation { contents: &contents, ids: &ids, source: &flags, eligible: &flags, keeper: &[] };
             let count = |t: &[u16]| count_utf16(Encoding::O200kBase, t);
-            for r in dedupe_blocks(&conv, &options, &count).unwrap() {
+            for r in dedupe_blocks(&conv, &options, &count).unwrap().refs {
                 prop_assert_eq!(r.tokens_before, Some(count(&contents[r.message][r.unit_start..r.unit_end])));
                 prop_assert_eq!(r.tokens_after, count(&r.text));
             }

@@ -249,6 +249,33 @@ pub fn count_str(encoding: Encoding, text: &str) -> usize {
     })
 }
 
+/// [`count_utf16`] of `text`, counted piece by piece only until it exceeds `stop`: the exact
+/// count when it is at most `stop`, otherwise some number above `stop`. Whether a text has more
+/// tokens than a short reference then costs a few pieces, whatever the text's length.
+pub fn count_utf16_up_to(encoding: Encoding, text: &[u16], stop: usize) -> usize {
+    if text.is_empty() {
+        return 0;
+    }
+    let bpe = encoding.bpe();
+    with_utf8(text, |utf8| {
+        CACHES.with(|caches| {
+            let mut caches = caches.borrow_mut();
+            let cache = &mut caches[encoding as usize];
+            let bytes = utf8.as_bytes();
+            let (mut pos, mut count) = (0, 0);
+            while pos < bytes.len() && count <= stop {
+                let end = match encoding {
+                    Encoding::O200kBase => next_o200k(bytes, pos),
+                    Encoding::Cl100kBase => next_cl100k(bytes, pos),
+                };
+                count += count_piece_cached(bpe, cache, &utf8[pos..end]);
+                pos = end;
+            }
+            count
+        })
+    })
+}
+
 /// Counts of pieces already seen, per encoding: natural text repeats its words, and a lookup is
 /// much cheaper than encoding. Short pieces go to two-way set-associative tables (both ways of a
 /// set share a cache line; a new piece evicts the less recently used one), so memory is fixed
@@ -923,6 +950,14 @@ mod tests {
                 proptest::prop_assert!(all <= count_utf16(enc, &text));
                 proptest::prop_assert_eq!(pieces_utf16(enc, &text, stop), all.min(stop + 1));
                 proptest::prop_assert!(CountTokens::lower_bound(&enc, &text, stop) <= enc.count(&text));
+                // Counting up to `stop`: exact up to it, above it past it.
+                let count = count_utf16(enc, &text);
+                let up_to = count_utf16_up_to(enc, &text, stop);
+                if count <= stop {
+                    proptest::prop_assert_eq!(up_to, count);
+                } else {
+                    proptest::prop_assert!(up_to > stop && up_to <= count);
+                }
             }
         }
     }

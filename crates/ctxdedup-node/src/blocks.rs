@@ -6,7 +6,8 @@
 
 use crate::strings::JsStrings;
 use ctxdedup_core::blocks::{
-    count_runs, dedupe_blocks, eligible_flags, BlockOptions, BlockRef, Conversation, Template,
+    count_runs, dedupe_blocks, eligible_flags, BlockOptions, BlockRef, Blocks, Conversation,
+    Template,
 };
 use ctxdedup_core::messages::Eligibility;
 use ctxdedup_core::tokens::Encoding;
@@ -53,6 +54,8 @@ pub struct NativeBlocks {
     pub tokens_before: Option<Uint32Array>,
     pub tokens_after: Uint32Array,
     pub text: Vec<Utf16String>,
+    /// Whole-message duplicates kept as messages because the pass rewrote their keeper.
+    pub kept_duplicates: Uint32Array,
 }
 
 /// Which reference template a template is (`{numberedFrom}` and `{numberedTo}` are fields of
@@ -95,6 +98,7 @@ pub struct BlockJob {
     ids: Utf16Arena,
     source: Vec<bool>,
     eligible: Vec<bool>,
+    keeper: Vec<u32>,
     options: BlockOptions,
 }
 
@@ -104,6 +108,7 @@ impl BlockJob {
         ids: &JsStrings,
         source: &[u8],
         blocked: &[u8],
+        keeper: &[u32],
         options: &NativeBlockOptions,
     ) -> Result<Self> {
         let contents = contents.to_arena();
@@ -117,17 +122,19 @@ impl BlockJob {
             contents,
             ids: ids.to_arena(),
             source: crate::flags(source),
+            keeper: keeper.to_vec(),
             options: core_options(options)?,
         })
     }
 
-    fn run(&self) -> Result<Vec<BlockRef>> {
+    fn run(&self) -> Result<Blocks> {
         let (contents, ids) = (slices(&self.contents), slices(&self.ids));
         let conv = Conversation {
             contents: &contents,
             ids: &ids,
             source: &self.source,
             eligible: &self.eligible,
+            keeper: &self.keeper,
         };
         dedupe_blocks(&conv, &self.options, &O200K).map_err(|e| Error::new(Status::InvalidArg, e))
     }
@@ -148,7 +155,11 @@ fn slices(arena: &Utf16Arena) -> Vec<&[u16]> {
         .collect()
 }
 
-fn to_js(refs: Vec<BlockRef>) -> NativeBlocks {
+fn to_js(blocks: Blocks) -> NativeBlocks {
+    let Blocks {
+        refs,
+        kept_duplicates,
+    } = blocks;
     let column = |f: &dyn Fn(&BlockRef) -> usize| {
         Uint32Array::new(refs.iter().map(|r| to_u32(f(r))).collect())
     };
@@ -182,28 +193,31 @@ fn to_js(refs: Vec<BlockRef>) -> NativeBlocks {
             .into_iter()
             .map(|r| Utf16String::from(r.text))
             .collect(),
+        kept_duplicates: Uint32Array::new(kept_duplicates),
     }
 }
 
 /// The block pass over one conversation, on the calling thread. `source[i]`: the model sees
 /// message `i`'s text (it may be a target); `blocked[i]`: its shape (role, tool calls, content
-/// type) or an earlier whole-message replacement keeps it from being rewritten.
+/// type) keeps it from being rewritten; `keeper[i]`: the keeper of a whole-message exact
+/// duplicate, or `0xFFFFFFFF` (`ctxdedup_core::blocks::Conversation::keeper`; empty: none).
 #[napi(catch_unwind)]
 pub fn dedupe_blocks_sync(
     #[napi(ts_arg_type = "string[]")] contents: JsStrings,
     #[napi(ts_arg_type = "string[]")] ids: JsStrings,
     source: &[u8],
     blocked: &[u8],
+    keeper: &[u32],
     options: NativeBlockOptions,
 ) -> Result<NativeBlocks> {
     Ok(to_js(
-        BlockJob::new(&contents, &ids, source, blocked, &options)?.run()?,
+        BlockJob::new(&contents, &ids, source, blocked, keeper, &options)?.run()?,
     ))
 }
 
 #[napi]
 impl Task for BlockJob {
-    type Output = Vec<BlockRef>;
+    type Output = Blocks;
     type JsValue = NativeBlocks;
 
     fn compute(&mut self) -> Result<Self::Output> {
@@ -222,10 +236,11 @@ pub fn dedupe_blocks_async(
     #[napi(ts_arg_type = "string[]")] ids: JsStrings,
     source: &[u8],
     blocked: &[u8],
+    keeper: &[u32],
     options: NativeBlockOptions,
 ) -> Result<AsyncTask<BlockJob>> {
     Ok(AsyncTask::new(BlockJob::new(
-        &contents, &ids, source, blocked, &options,
+        &contents, &ids, source, blocked, keeper, &options,
     )?))
 }
 

@@ -7,7 +7,7 @@
 #![cfg_attr(test, allow(dead_code))]
 
 use crate::strings::{JsStrings, Units};
-use ctxdedup_core::tokens::{count_utf16, load, Encoding};
+use ctxdedup_core::tokens::{count_utf16, count_utf16_up_to, load, Encoding};
 use ctxdedup_core::{to_u32, Utf16Source};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -52,6 +52,32 @@ pub fn count_tokens_batch(
         .map(|i| texts.with_units(i, |units| to_u32(count_utf16(encoding, units))))
         .collect();
     Uint32Array::new(counts)
+}
+
+/// Each text's count, counted only until it exceeds its `stops` entry
+/// (`ctxdedup_core::tokens::count_utf16_up_to`: exact up to the stop, some number above it past
+/// it). `stops` has one entry per text.
+#[napi(catch_unwind)]
+pub fn count_tokens_batch_up_to(
+    #[napi(ts_arg_type = "string[]")] texts: JsStrings,
+    stops: &[u32],
+    encoding: TokenEncoding,
+) -> Result<Uint32Array> {
+    if stops.len() != texts.count() {
+        return Err(Error::new(
+            Status::InvalidArg,
+            "stops must have one entry per text",
+        ));
+    }
+    let encoding = encoding.into();
+    let counts = (0..texts.count())
+        .map(|i| {
+            texts.with_units(i, |units| {
+                to_u32(count_utf16_up_to(encoding, units, stops[i] as usize))
+            })
+        })
+        .collect();
+    Ok(Uint32Array::new(counts))
 }
 
 /// Loads an encoding's vocabulary on a libuv thread ([`load_tokenizer`]).
