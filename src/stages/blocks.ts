@@ -80,6 +80,31 @@ export interface BlocksMarker {
   references: BlockReference[];
   /** The original message had no `metadata` field. */
   metadataAbsent?: true;
+  /**
+   * The original `metadata`, when a copy with the marker added could not give it back: not a
+   * plain object (`null`, an array, a class instance, a null-prototype object, `undefined`), or
+   * one with its own `ctxdedup` key. {@link expandMessages} puts it back as it was.
+   */
+  originalMetadata?: unknown;
+}
+
+/**
+ * The metadata of a rewritten message (`marker` added under `ctxdedup`), and what the marker
+ * must record so that {@link expandMessages} gives the original's back. @internal
+ */
+export function markedMetadata(original: { metadata?: unknown }, marker: { metadataAbsent?: true; originalMetadata?: unknown }): Record<string, unknown> {
+  if (!Object.hasOwn(original, 'metadata')) {
+    marker.metadataAbsent = true;
+    return { ctxdedup: marker };
+  }
+  const metadata = original.metadata;
+  const plain =
+    typeof metadata === 'object' && metadata !== null && Object.getPrototypeOf(metadata) === Object.prototype && !Object.hasOwn(metadata, 'ctxdedup');
+  if (plain) return { ...(metadata as Record<string, unknown>), ctxdedup: marker };
+  marker.originalMetadata = metadata;
+  // The output keeps an object's own fields (as a plain copy), whatever its prototype.
+  const fields = typeof metadata === 'object' && metadata !== null && !Array.isArray(metadata) ? metadata : {};
+  return { ...fields, ctxdedup: marker };
 }
 
 /** Why one run of lines was replaced. */
@@ -289,8 +314,7 @@ export function applyBlocks<M extends Identified>(
     }
     rewritten += content.slice(at);
     const marker: BlocksMarker = { kind: 'blocks', references };
-    if (original.metadata === undefined) marker.metadataAbsent = true;
-    out[index] = { ...original, content: rewritten, metadata: { ...(original.metadata ?? {}), ctxdedup: marker } };
+    out[index] = { ...original, content: rewritten, metadata: markedMetadata(original, marker) };
     setOwn(verbatim, ids[index] as string, original);
   }
 }
@@ -502,6 +526,7 @@ export function expandMessages<M extends Identified>(messages: readonly M[]): M[
     const { ctxdedup: _, ...metadata } = message.metadata ?? {};
     const restored = { ...message, content } as M;
     if (marker['metadataAbsent'] === true) delete restored.metadata;
+    else if (Object.hasOwn(marker, 'originalMetadata')) restored.metadata = marker['originalMetadata'] as M['metadata'];
     else restored.metadata = metadata;
     expanded.push(restored);
   }

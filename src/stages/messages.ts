@@ -29,6 +29,7 @@ import { native, type NativeBlockOptions, type NativeBlocks } from '../native.js
 import { deprecatedAlias } from '../deprecated.js';
 import {
   applyBlocks,
+  markedMetadata,
   BlockReport,
   type BlockDecision,
   type BlockOptions,
@@ -193,6 +194,8 @@ export interface WholeMessageMarker {
   similarity?: number;
   /** Block mode only: the original message had no `metadata` field ({@link expandMessages} removes it again). */
   metadataAbsent?: true;
+  /** Block mode only: the original `metadata`, as in {@link BlocksMarker.originalMetadata}. */
+  originalMetadata?: unknown;
 }
 
 /** Marker left in `metadata.ctxdedup` of a rewritten message. */
@@ -318,8 +321,8 @@ function apply<M extends Message>(p: Plan, found: { exact: Annotation[]; fuzzy: 
     (original, r) => {
       const marker: WholeMessageMarker = { kind: r.kind, duplicateOf: p.ids[r.duplicateOfIndex] as string };
       if (r.similarity !== undefined) marker.similarity = r.similarity;
-      if (p.blocks !== undefined && original.metadata === undefined) marker.metadataAbsent = true;
-      return { ...original, content: r.tag, metadata: { ...(original.metadata ?? {}), ctxdedup: marker } };
+      const metadata = p.blocks === undefined ? { ...(original.metadata ?? {}), ctxdedup: marker } : markedMetadata(original, marker);
+      return { ...original, content: r.tag, metadata };
     },
     (_, index) => p.ids[index] as string,
   );

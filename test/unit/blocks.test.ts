@@ -257,6 +257,23 @@ describe('block dedup: rules', () => {
     }
   });
 
+  it('expandMessages gives back metadata of any shape, a key named ctxdedup included', () => {
+    const a = file(10).join('\n');
+    const shapes: unknown[] = [{ ctxdedup: 'mine', other: 1 }, null, ['a'], undefined, Object.assign(Object.create(null), { k: 1 }), new Map([[1, 2]])];
+    for (const metadata of shapes) {
+      for (const second of [`${a}\nplus`, a]) {
+        const input = [msg('m0', a), msg('m1', second, { metadata: metadata as Message['metadata'] })];
+        const r = dedupeMessages(input, BLOCKS);
+        expect(r.decisions).toHaveLength(1);
+        const expanded = expandMessages(r.messages);
+        expect(expanded).toEqual(input);
+        expect(Object.hasOwn(expanded[1] as Message, 'metadata')).toBe(true);
+        expect((expanded[1] as Message).metadata).toBe(metadata);
+        expect(restoreMessages(r.messages, r.verbatim)).toEqual(input);
+      }
+    }
+  });
+
   it("a message id '__proto__' keys the verbatim map as an own property", () => {
     const a = file(10).join('\n');
     const input = [msg('m0', a), msg('__proto__', `${a}\nend`)];
