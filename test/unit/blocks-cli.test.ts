@@ -27,6 +27,33 @@ function session(): object[] {
   ];
 }
 
+describe('CLI --keep earliest', () => {
+  it('tags a duplicate only when the tag is shorter, as dedupeMessages does', async () => {
+    const { dir, cleanup } = tempDir();
+    try {
+      const dashes = '-'.repeat(300);
+      const long = file(10).join('\n');
+      const messages = [
+        { id: 'a', role: 'tool', content: dashes },
+        { id: 'b', role: 'tool', content: dashes },
+        { id: 'c', role: 'tool', content: long },
+        { id: 'd', role: 'tool', content: long },
+      ];
+      const input = join(dir, 's.json');
+      writeFileSync(input, JSON.stringify(messages));
+      for (const extra of [[], ['--blocks']]) {
+        const r = await cli(['dedupe', input, '--keep', 'earliest', ...extra, '--dry-run', '--json']);
+        expect(r.code).toBe(0);
+        const report = JSON.parse(r.stdout) as DedupeReport;
+        expect(report.exactDuplicates).toBe(1);
+        expect(report.exactDuplicates).toBe(dedupeMessages(messages, { keep: 'earliest' }).stats.exactDuplicates);
+      }
+    } finally {
+      cleanup();
+    }
+  });
+});
+
 describe('CLI --blocks', () => {
   it('replaces the repeated run, reports block savings, and restore gives the bytes back', async () => {
     const { dir, cleanup } = tempDir();
