@@ -13,7 +13,7 @@
 import { jsonErrorLocation } from './errors.js';
 import { dialectOf, extractEvents, extractMessages, messagesOf, type FormatName, type PathStep, type Unit } from './formats.js';
 import { PatchBuilder, spliceStrings, type Patches, type StringEdit } from './splice.js';
-import { decodeUtf8 } from './utf8.js';
+import { decodeInput } from './utf8.js';
 
 /** The input a job comes from, as shown in messages and reports. */
 export interface FileRef {
@@ -172,7 +172,8 @@ async function sessionsJob<O>(run: Run<O>, job: Extract<Job, { kind: 'sessions' 
     const nl = b.indexOf(10, start);
     const end = nl === -1 ? b.length : nl;
     const next = nl === -1 ? b.length : nl + 1;
-    const parsed = parseLine(decodeUtf8(b, start, end));
+    const decoded = decodeInput(b, start, end);
+    const parsed = 'text' in decoded ? parseLine(decoded.text) : ({ kind: 'error', reason: decoded.problem } as const);
     if (parsed.kind !== 'value') {
       if (parsed.kind === 'error') run.error(line, parsed.reason);
       start = next;
@@ -202,7 +203,8 @@ async function agentJob<O>(run: Run<O>, job: Extract<Job, { kind: 'agent' }>): P
   for (let start = 0, line = 1; start < b.length; line++) {
     const nl = b.indexOf(10, start);
     const end = nl === -1 ? b.length : nl;
-    const parsed = parseLine(decodeUtf8(b, start, end));
+    const decoded = decodeInput(b, start, end);
+    const parsed = 'text' in decoded ? parseLine(decoded.text) : ({ kind: 'error', reason: decoded.problem } as const);
     if (parsed.kind === 'error') run.error(line, parsed.reason);
     events.push(parsed.kind === 'value' ? parsed.value : undefined);
     starts.push(start);
@@ -245,7 +247,12 @@ async function agentJob<O>(run: Run<O>, job: Extract<Job, { kind: 'agent' }>): P
 
 async function documentJob<O>(run: Run<O>, job: Extract<Job, { kind: 'document' }>): Promise<void> {
   const { b } = run;
-  const body = stripBom(decodeUtf8(b));
+  const decoded = decodeInput(b);
+  if (!('text' in decoded)) {
+    run.error(undefined, decoded.problem);
+    return;
+  }
+  const body = stripBom(decoded.text);
   let doc: unknown;
   try {
     doc = JSON.parse(body);

@@ -34,3 +34,27 @@ export function decodeUtf8(b: Buffer, start = 0, end = b.length): string {
   if (!isUtf8(range)) return b.toString('utf8', start, end);
   return transcode(range, 'utf8', 'utf16le').toString('utf16le');
 }
+
+/** A decoded input range, or why it cannot be one string without changing its bytes. */
+export type Decoded = { text: string } | { problem: string };
+
+/** Why an input is refused: decoding would replace its invalid bytes by U+FFFD. */
+export const NOT_UTF8 = 'not valid UTF-8 (decoding would replace bytes, and the output would not give them back)';
+
+/**
+ * {@link decodeUtf8} for inputs that are deduplicated: a range that is not valid UTF-8, or longer
+ * than the longest string V8 holds, is a problem to report, not a string (decoding invalid bytes
+ * would turn different inputs into equal strings, and their output would not restore).
+ */
+export function decodeInput(b: Buffer, start = 0, end = b.length): Decoded {
+  const range = b.subarray(start, end);
+  if (!isAscii(range) && !isUtf8(range)) return { problem: NOT_UTF8 };
+  try {
+    return { text: decodeUtf8(b, start, end) };
+  } catch (error) {
+    if (error instanceof Error && (error as { code?: unknown }).code === 'ERR_STRING_TOO_LONG') {
+      return { problem: `longer than the longest string this runtime holds (${constants.MAX_STRING_LENGTH} characters)` };
+    }
+    throw error;
+  }
+}

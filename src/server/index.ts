@@ -307,9 +307,11 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   });
 
   app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
-    if (expected === undefined || request.url === '/healthz') return;
+    // The matched route, not the raw URL: `/healthz?probe=1` is /healthz too.
+    if (expected === undefined || request.routeOptions.url === '/healthz') return;
     const header = request.headers.authorization;
-    const given = typeof header === 'string' && header.startsWith('Bearer ') ? header.slice(7) : undefined;
+    // The scheme is case-insensitive (RFC 9110, 11.1).
+    const given = typeof header === 'string' && /^bearer /i.test(header) ? header.slice(7) : undefined;
     if (given === undefined || !timingSafeEqual(tokenDigest(given), expected)) {
       reply.header('www-authenticate', 'Bearer realm="ctxdedup"');
       await reply.code(401).send({ error: given === undefined ? 'missing bearer token' : 'wrong bearer token', code: 'UNAUTHORIZED' });

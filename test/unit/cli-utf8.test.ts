@@ -1,7 +1,10 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { jsonStringBytes } from '../../src/cli/splice.js';
-import { decodeUtf8, TRANSCODE_MIN_BYTES } from '../../src/cli/utf8.js';
+import { decodeInput, decodeUtf8, TRANSCODE_MIN_BYTES } from '../../src/cli/utf8.js';
+import { cli, tempDir } from '../support/cli-helpers.js';
 
 /** Bytes long enough to take the converter path: `fill` repeated around `core`. */
 function padded(core: Uint8Array, fill: string): Buffer {
@@ -69,5 +72,51 @@ describe('jsonStringBytes', () => {
     let value = '';
     for (let i = 0; i < 500; i++) value += `line ${i} "quoted" \t日本語\n`;
     expect(Buffer.from(jsonStringBytes(value)).toString('utf8')).toBe(JSON.stringify(value));
+  });
+});
+
+describe('invalid UTF-8 input', () => {
+  it('decodeInput refuses exactly the ranges toString would change', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 40 }), fc.nat(3000), (core, reps) => {
+        const b = padded(core, 'é'.repeat(1 + (reps % 3)));
+        const decoded = decodeInput(b);
+        const valid = Buffer.from(b.toString('utf8'), 'utf8').equals(b);
+        expect('text' in decoded).toBe(valid);
+        if ('text' in decoded) expect(decoded.text).toBe(b.toString('utf8'));
+      }),
+    );
+  });
+
+  it('the CLI reports a line that is not valid UTF-8 (it would not restore) and, skipping it, passes its bytes through', async () => {
+    const { dir, cleanup } = tempDir();
+    try {
+      const x = 'x'.repeat(300);
+      const line = (a: string, b: string): Buffer =>
+        Buffer.concat([
+          Buffer.from('{"session":"s","messages":[{"id":"a","role":"user","content":"'),
+          Buffer.from(a, 'latin1'),
+          Buffer.from(`${x}"},{"id":"b","role":"user","content":"`),
+          Buffer.from(b, 'latin1'),
+          Buffer.from(`${x}"}]}\n`),
+        ]);
+      const bytes = Buffer.concat([line('\xff', '\xfe'), line('caf\xe9', 'caf\xe9')]);
+      const input = join(dir, 'u.jsonl');
+      writeFileSync(input, bytes);
+      const out = join(dir, 'o.jsonl');
+      const verbatim = join(dir, 'v.jsonl');
+      const failed = await cli(['dedupe', input, '-o', out, '--verbatim', verbatim, '-q']);
+      expect(failed.code).toBe(1);
+      expect(failed.stderr).toMatch(/u\.jsonl:1: not valid UTF-8/);
+      const skipped = await cli(['dedupe', input, '-o', out, '--verbatim', verbatim, '--on-error', 'skip', '--json']);
+      expect(skipped.code).toBe(0);
+      expect((JSON.parse(skipped.stdout) as { exactDuplicates: number }).exactDuplicates).toBe(0);
+      expect(readFileSync(out)).toEqual(bytes);
+      const back = join(dir, 'b.jsonl');
+      expect((await cli(['restore', out, '--verbatim', verbatim, '-o', back])).code).toBe(0);
+      expect(readFileSync(back)).toEqual(bytes);
+    } finally {
+      cleanup();
+    }
   });
 });

@@ -126,6 +126,10 @@ describe('ctxdedup serve routes (in-process, real HTTP on 127.0.0.1)', () => {
     const ok = await fetch(`${server.url}/v1/namespaces/docs/items`, { method: 'POST', headers: json, body: '[]' });
     expect(ok.status).toBe(200);
     expect(ok.headers.get('www-authenticate')).toBeNull();
+    // /healthz with a query string is still /healthz; the scheme is case-insensitive.
+    expect((await fetch(`${server.url}/healthz?probe=1`)).status).toBe(200);
+    const lower = { ...json, authorization: (json as Record<string, string>)['authorization']?.replace('Bearer', 'bearer') ?? '' };
+    expect((await fetch(`${server.url}/v1/namespaces/docs/items`, { method: 'POST', headers: lower, body: '[]' })).status).toBe(200);
   });
 
   it('runs the message stage statelessly and rejects bad conversations with 400', async () => {
