@@ -65,6 +65,7 @@ async function loadVerbatim(path: string, io: CliIO): Promise<Verbatim> {
   const entries = new Map<string, VerbatimEntry>();
   const skipped = new Map<string, SkippedEntry>();
   let input;
+  let header = false;
   try {
     input = openInput(file, io.stdin);
     for await (const line of lines(input.stream)) {
@@ -78,6 +79,7 @@ async function loadVerbatim(path: string, io: CliIO): Promise<Verbatim> {
       const v = value as Partial<VerbatimEntry & SkippedEntry> & { ctxdedup?: string };
       if (line.number === 1) {
         if (v.ctxdedup !== 'verbatim') throw new DataError(path, 1, 'not a ctxdedup verbatim file');
+        header = true;
         continue;
       }
       const located = typeof v.file === 'string' && (v.line === undefined || Number.isSafeInteger(v.line));
@@ -91,6 +93,8 @@ async function loadVerbatim(path: string, io: CliIO): Promise<Verbatim> {
   } finally {
     input?.close();
   }
+  // Even a run that replaced nothing writes the header line: an empty file is not one.
+  if (!header) throw new DataError(path, undefined, 'not a ctxdedup verbatim file (it has no header line)');
   return { entries, skipped };
 }
 

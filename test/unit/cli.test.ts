@@ -156,6 +156,12 @@ describe('single inputs and stdin', () => {
     const back = await cli(['restore', out, '--verbatim', v, '-q']);
     expect(back.code, back.stderr).toBe(0);
     expect(back.stdout).toBe(readFileSync(file, 'utf8'));
+    // An empty file is not a verbatim file (every run writes its header line).
+    const empty = join(tmp.dir, 'empty.jsonl');
+    writeFileSync(empty, '');
+    const refused = await cli(['restore', out, '--verbatim', empty, '-q']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/empty\.jsonl: not a ctxdedup verbatim file/);
   });
 });
 
