@@ -94,7 +94,10 @@ export interface RunningServer {
   metrics: ServerMetrics;
   /**
    * Graceful stop: refuse new connections (503 on kept-alive ones), let in-flight batches finish,
-   * then close the index (and its store). Idempotent.
+   * then close the index (and its store). Idempotent. A connection still open `bodyTimeoutMs`
+   * after the call (a client stalled in its upload: Node stops enforcing request timeouts once the
+   * server closes) is closed then, so `close()` always finishes; its request was never answered,
+   * so nothing it sent was acknowledged.
    */
   close(): Promise<void>;
 }
@@ -418,7 +421,12 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     close() {
       closing ??= (async () => {
         draining = true;
-        await app.close();
+        const cap = setTimeout(() => app.server.closeAllConnections(), bodyTimeoutMs);
+        try {
+          await app.close();
+        } finally {
+          clearTimeout(cap);
+        }
         await index.close();
       })();
       return closing;

@@ -232,6 +232,19 @@ describe('item 9: request timeouts and the namespace length', () => {
     expect(ok.body.results[0].status).toBe('new');
   }, 30_000);
 
+  it('close() finishes while a client is stalled in its upload (its connection is closed after bodyTimeoutMs)', async () => {
+    const local = await startServer({ port: 0, store: 'memory', bodyTimeoutMs: 300, headersTimeoutMs: 200 });
+    const socket = connect(local.port, '127.0.0.1');
+    const closedSocket = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    socket.on('error', () => undefined);
+    await new Promise<void>((resolve) => socket.on('connect', () => resolve()));
+    socket.write('POST /v1/namespaces/slow/items HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n[');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    // Bounded by the test's own timeout: before the fix close() never settled.
+    await local.close();
+    await closedSocket;
+  }, 15_000);
+
   it('a client trickling its headers gets 408 and its connection is closed', async () => {
     const { response, closed } = await slowClient(
       server.port,
