@@ -119,9 +119,12 @@ export interface OpenInput {
   close(): void;
 }
 
-/** Opens a file or stdin for streaming; gzip is detected by extension or magic bytes. */
-export function openInput(file: InputFile, stdin: Readable = process.stdin): OpenInput {
-  const raw: Readable = file.path === '-' ? stdin : createReadStream(file.path, { highWaterMark: 1 << 20 });
+/**
+ * Opens a file or stdin for streaming; gzip is detected by extension or magic bytes. `opened`: a
+ * stream of the file already open (a pipe must not be opened twice: its writer would be lost).
+ */
+export function openInput(file: InputFile, stdin: Readable = process.stdin, opened?: ReadStream): OpenInput {
+  const raw: Readable = file.path === '-' ? stdin : (opened ?? createReadStream(file.path, { highWaterMark: 1 << 20 }));
   let count = 0;
   if (file.path === '-') raw.on('data', (chunk: Buffer) => (count += chunk.length));
   const bytesRead = (): number => (file.path === '-' ? count : (raw as ReadStream).bytesRead);
@@ -276,15 +279,19 @@ async function openSourceUnnamed(file: InputFile, stdin: Readable): Promise<Byte
   if (file.path !== '-' && !file.gzip) {
     const handle = await open(file.path, 'r');
     let direct = false;
+    let regular = false;
     try {
-      if ((await handle.stat()).isFile()) {
+      regular = (await handle.stat()).isFile();
+      if (regular) {
         const head = Buffer.alloc(2);
         const { bytesRead } = await handle.read(head, 0, 2, 0);
         direct = !(bytesRead === 2 && head[0] === 0x1f && head[1] === 0x8b);
       }
     } finally {
-      if (!direct) await handle.close();
+      if (!direct && regular) await handle.close();
     }
+    // A pipe or a device (a FIFO, `<(cmd)`): streamed from this open, never opened again.
+    if (!regular) return streamSource(file, openInput(file, stdin, handle.createReadStream({ highWaterMark: 1 << 20 })));
     if (direct) {
       let position = 0;
       return {

@@ -55,7 +55,14 @@ export async function resolveUse(use: PathUse): Promise<ResolvedPath> {
     if ((error as NodeJS.ErrnoException).code === 'ENOTDIR') throw new UsageError(`${use.role} ${use.path}: a parent of it is not a directory`);
     if (!isMissing(error)) throw error;
   }
-  if (info !== undefined) return { ...use, real: await realpath(absolute), id: identity(info), kind: kindOf(info) };
+  if (info !== undefined) {
+    // `<(cmd)` is /dev/fd/N, whose link names a pipe that realpath cannot follow: the path stands.
+    const real = await realpath(absolute).catch((error: unknown) => {
+      if (isMissing(error) && !info.isFile() && !info.isDirectory()) return absolute;
+      throw error;
+    });
+    return { ...use, real, id: identity(info), kind: kindOf(info) };
+  }
   // Not there yet (or a dangling symlink, which a rename replaces): resolve the nearest existing
   // ancestor and append the rest.
   const rest = [basename(absolute)];

@@ -2,6 +2,7 @@
  * `ctxdedup dedupe` / `restore`, run in-process: formats and lossless round trips, stdin, gzip,
  * errors and exit codes, cross-session dedup, the report (text, JSON, HTML) and progress.
  */
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, linkSync, mkdirSync, readdirSync, readFileSync, readlinkSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
@@ -163,6 +164,23 @@ describe('single inputs and stdin', () => {
     expect(refused.code).toBe(1);
     expect(refused.stderr).toMatch(/empty\.jsonl: not a ctxdedup verbatim file/);
   });
+});
+
+describe('pipes as inputs', () => {
+  it('reads a named pipe once (its writer is not lost) and gives the same output as the file', async () => {
+    const source = join(tmp.dir, 'pipe-source.jsonl');
+    writeFileSync(source, `${JSON.stringify(sessionRecord(makeSession(rng(7), makePool(7), 30), 'p'))}\n`);
+    const fifo = join(tmp.dir, 'in.jsonl');
+    execFileSync('mkfifo', [fifo]);
+    const writer = spawn('sh', ['-c', 'cat "$1" > "$2"', 'sh', source, fifo]);
+    const written = new Promise((resolve) => writer.on('close', resolve));
+    const out = join(tmp.dir, 'pipe-out.jsonl');
+    // Bounded by the test's timeout: before the fix the run waited for a second writer forever.
+    const r = await cli(['dedupe', fifo, '-o', out, '-q']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(await written).toBe(0);
+    expect((await cli(['dedupe', source, '-q'])).stdout).toBe(readFileSync(out, 'utf8'));
+  }, 20_000);
 });
 
 describe('cross-session', () => {
