@@ -60,6 +60,8 @@ export interface DedupeCommandOptions
   engineModule?: string;
   /** Target size of a batch of session lines in bytes (default 2 MiB). */
   batchBytes?: number;
+  /** Longest line (or document) in bytes (default: what one string can hold; tests use less). */
+  maxLineBytes?: number;
   /** Running from TypeScript sources: the worker threads' loader module (see `WorkerInit.loader`). */
   workerLoader?: string;
 }
@@ -284,6 +286,7 @@ export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise
         executor,
         inFlight: Math.max(o.concurrency, 4 * (o.jobs ?? defaultJobs())),
         ...(o.batchBytes === undefined ? {} : { batchBytes: o.batchBytes }),
+        ...(o.maxLineBytes === undefined ? {} : { maxLineBytes: o.maxLineBytes }),
         session,
         skipped: async (e: DataError, file: InputFile) => {
           report.error(e.file, e.line, e.reason);

@@ -8,6 +8,7 @@
  * a job is at least one whole session, so the largest session is the floor.
  * @module
  */
+import { constants } from 'node:buffer';
 import type { Readable } from 'node:stream';
 import { DataError } from './errors.js';
 import { containerOf, type Container, type FormatName } from './formats.js';
@@ -36,6 +37,8 @@ export interface PipelineOptions<O> {
   inFlight: number;
   /** Target size of a batch of session lines (default 2 MiB). */
   batchBytes?: number;
+  /** Longest line, document or agent log in bytes (default {@link MAX_RANGE_BYTES}). */
+  maxLineBytes?: number;
   /**
    * Called for skipped inputs (with `onError: 'skip'`), in input order, with the input they are
    * in. Throw (a DataError) to stop the run.
@@ -155,6 +158,12 @@ class BufferPool {
   }
 }
 
+/** The most bytes one line, document or agent log may take (see `Reader.grow`). */
+const MAX_RANGE_BYTES = Math.min(3 * constants.MAX_STRING_LENGTH, constants.MAX_LENGTH);
+
+/** Thrown by `Reader.grow` past {@link MAX_RANGE_BYTES}; reported as a data error of its file. */
+class InputTooLong extends Error {}
+
 function countNewlines(b: Buffer, start: number, end: number): number {
   let n = 0;
   for (let i = b.indexOf(10, start); i !== -1 && i < end; i = b.indexOf(10, i + 1)) n++;
@@ -175,6 +184,7 @@ class Reader {
   constructor(
     private readonly source: ByteSource,
     private readonly pool: BufferPool,
+    private readonly maxBytes: number,
   ) {
     this.buf = pool.take();
   }
@@ -190,7 +200,10 @@ class Reader {
 
   /** Doubles the buffer (a line or document larger than it). */
   grow(): void {
-    const bigger = this.pool.take(this.buf.length * 2);
+    // A line (or a document, or an agent log) is decoded into one string, so it can never be
+    // longer than 3 bytes per unit of the longest string: reading more would only exhaust memory.
+    if (this.buf.length >= this.maxBytes) throw new InputTooLong();
+    const bigger = this.pool.take(Math.max(this.buf.length + 1, Math.min(this.buf.length * 2, this.maxBytes)));
     this.buf.copy(bigger, 0, 0, this.len);
     this.pool.give(this.buf.buffer);
     this.buf = bigger;
@@ -234,6 +247,7 @@ function modeOf(text: string): 'sessions' | 'agent' | undefined {
 export async function runPipeline<O>(options: PipelineOptions<O>, progress: PipelineProgress): Promise<Outputs> {
   const queue = new Queue<Item<O>>(Math.max(2, options.inFlight + 2), MAX_BYTES_IN_FLIGHT);
   const pool = new BufferPool(options.batchBytes ?? DEFAULT_BATCH_BYTES, options.inFlight + 4);
+  const maxLineBytes = options.maxLineBytes ?? MAX_RANGE_BYTES;
   let finishedBytes = 0;
   let current: ByteSource | undefined;
   progress.bytesRead = () => finishedBytes + (current?.bytesRead() ?? 0);
@@ -316,7 +330,7 @@ export async function runPipeline<O>(options: PipelineOptions<O>, progress: Pipe
     const source = await openSource(file, options.stdin);
     current = source;
     try {
-      const reader = new Reader(source, pool);
+      const reader = new Reader(source, pool, maxLineBytes);
       let container = options.format !== undefined ? containerOf(options.format) : file.container;
       if (container === undefined) {
         // Read until the first newline (or the sniffing limit, or the end) is in the buffer.
@@ -333,6 +347,11 @@ export async function runPipeline<O>(options: PipelineOptions<O>, progress: Pipe
       }
       await push({ kind: 'close', file });
       pool.give(reader.buf.buffer);
+    } catch (error) {
+      if (error instanceof InputTooLong) {
+        throw new DataError(file.path, undefined, `has a line (or document) longer than ${maxLineBytes} bytes, more than one string can hold`);
+      }
+      throw error;
     } finally {
       finishedBytes += source.bytesRead();
       current = undefined;

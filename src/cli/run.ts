@@ -59,6 +59,8 @@ export interface RunHooks {
   engineModule?: string;
   /** Target size of a batch of session lines in bytes (tests use small ones to get many jobs). */
   batchBytes?: number;
+  /** Longest input line (or document) in bytes (tests use small ones). */
+  maxLineBytes?: number;
   /** Running from TypeScript sources: the worker threads' loader module (see `WorkerInit.loader`). */
   workerLoader?: string;
 }
@@ -136,6 +138,7 @@ export async function run(argv: readonly string[], io: CliIO, hooks: RunHooks = 
           ...(hooks.engine ? { engine: hooks.engine } : {}),
           ...(hooks.engineModule ? { engineModule: hooks.engineModule } : {}),
           ...(hooks.batchBytes ? { batchBytes: hooks.batchBytes } : {}),
+          ...(hooks.maxLineBytes ? { maxLineBytes: hooks.maxLineBytes } : {}),
           ...(hooks.workerLoader ? { workerLoader: hooks.workerLoader } : {}),
         },
         io,

@@ -223,6 +223,16 @@ describe('cross-session', () => {
 });
 
 describe('errors and exit codes', () => {
+  it('a line longer than one string can hold is a data error naming the file, not a crash', async () => {
+    const file = join(tmp.dir, 'long-line.jsonl');
+    writeFileSync(file, `${JSON.stringify({ session: 1, messages: [{ id: 'a', role: 'user', content: 'x'.repeat(10_000) }] })}\n`);
+    const r = await cli(['dedupe', file, '--dry-run'], '', { batchBytes: 1024, maxLineBytes: 4096 });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/long-line\.jsonl: has a line \(or document\) longer than 4096 bytes/);
+    expect(r.stderr).not.toMatch(/internal error|\n\s+at /);
+    expect((await cli(['dedupe', file, '--dry-run'], '', { batchBytes: 1024 })).code).toBe(0);
+  });
+
   it('malformed JSON reports file:line and exits 1, leaving no output', async () => {
     const dir = join(tmp.dir, 'bad');
     mkdirSync(dir);
