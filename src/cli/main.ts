@@ -23,6 +23,19 @@ if (argv[0] === 'serve') {
 } else {
   // Loaded here, not at the top: run.js loads the native addon, which `doctor` must load itself.
   const { run } = await import('./run.js');
+  const { removeTemporaries } = await import('./output.js');
+  // Interrupted, the run commits nothing, as a failed one: its temporary outputs go too.
+  for (const [signal, code] of [
+    ['SIGINT', 130],
+    ['SIGTERM', 143],
+    ['SIGHUP', 129],
+  ] as const) {
+    process.once(signal, () => {
+      removeTemporaries();
+      process.stderr.write(`ctxdedup: ${signal}: stopped, nothing written\n`);
+      process.exit(code);
+    });
+  }
   runCli(run, argv);
 }
 

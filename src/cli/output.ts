@@ -7,7 +7,7 @@
  * @module
  */
 import { randomBytes } from 'node:crypto';
-import { createWriteStream, type WriteStream } from 'node:fs';
+import { createWriteStream, unlinkSync, type WriteStream } from 'node:fs';
 import { mkdir, open, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { pipeline, type Writable } from 'node:stream';
@@ -17,6 +17,24 @@ import { OutputError } from './errors.js';
 
 /** Where one output goes. */
 export type Target = { kind: 'file'; path: string } | { kind: 'stream'; stream: Writable } | { kind: 'none' };
+
+/** Temporary files of open outputs, neither published nor discarded yet. */
+const temporaries = new Set<string>();
+
+/**
+ * Removes every temporary output file still open, synchronously: for a process that is about to
+ * exit on a signal (SIGINT, SIGTERM), which commits nothing either.
+ */
+export function removeTemporaries(): void {
+  for (const path of temporaries) {
+    try {
+      unlinkSync(path);
+    } catch {
+      // Already gone, or not ours to remove: nothing more to do on the way out.
+    }
+  }
+  temporaries.clear();
+}
 
 /**
  * A sink with back-pressure. `finish` completes it (a file is flushed to disk under its temporary
@@ -54,6 +72,7 @@ export class Sink {
       }
       // Beside the target (a rename within one folder is atomic), hidden, never over a file.
       sink.tmp = join(dirname(target.path), `.${basename(target.path).slice(0, 200)}.${randomBytes(6).toString('hex')}.ctxdedup.tmp`);
+      temporaries.add(sink.tmp);
       const file = createWriteStream(sink.tmp, { flags: 'wx', highWaterMark: 1 << 20 });
       file.on('error', sink.onError);
       sink.file = file;
@@ -183,6 +202,7 @@ export class Sink {
     if (this.target.kind !== 'file' || this.tmp === undefined) return;
     try {
       await rename(this.tmp, this.target.path);
+      temporaries.delete(this.tmp);
     } catch (error) {
       throw new OutputError(this.target.path, error);
     }
@@ -206,7 +226,10 @@ export class Sink {
     this.stream?.on('error', ignore).destroy();
     this.file?.on('error', ignore).destroy();
     if (this.file !== undefined && !this.file.closed) await new Promise<void>((resolve) => (this.file as WriteStream).once('close', () => resolve()));
-    if (this.tmp !== undefined) await rm(this.tmp, { force: true });
+    if (this.tmp !== undefined) {
+      await rm(this.tmp, { force: true });
+      temporaries.delete(this.tmp);
+    }
     this.tmp = undefined;
   }
 }

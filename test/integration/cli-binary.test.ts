@@ -90,6 +90,26 @@ describe('ctxdedup binary with worker threads', () => {
   }, 120_000);
 });
 
+describe('ctxdedup binary interrupted', () => {
+  it('SIGINT and SIGTERM stop a run with 130 / 143 and leave no temporary output behind', async () => {
+    const corpus = join(tmp.dir, 'signals.jsonl');
+    await writeSessionsJsonl(corpus, 60e6, { seed: 9 });
+    for (const [signal, code] of [
+      ['SIGINT', 130],
+      ['SIGTERM', 143],
+    ] as const) {
+      const out = join(tmp.dir, `signals-${signal}`);
+      const child = spawn(process.execPath, [BIN, 'dedupe', corpus, '-o', join(out, 'o.jsonl'), '--verbatim', join(out, 'v.jsonl'), '-q'], { cwd: ROOT });
+      const exited = new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
+      // Interrupt once its temporary outputs exist (polled; bounded by the test's timeout).
+      while (!existsSync(out) || readdirSync(out).filter((f) => f.endsWith('.ctxdedup.tmp')).length < 2) await new Promise((r) => setTimeout(r, 20));
+      child.kill(signal);
+      expect(await exited).toBe(code);
+      expect(readdirSync(out)).toEqual([]);
+    }
+  }, 120_000);
+});
+
 describe('ctxdedup binary when stdout fails (issue 12, item 8)', () => {
   const conversation = JSON.stringify({
     messages: [
