@@ -48,9 +48,13 @@ export const NOT_UTF8 = 'not valid UTF-8 (decoding would replace bytes, and the 
  */
 export function decodeInput(b: Buffer, start = 0, end = b.length): Decoded {
   const range = b.subarray(start, end);
-  if (!isAscii(range) && !isUtf8(range)) return { problem: NOT_UTF8 };
+  // Validated once here; the branches below are decodeUtf8's for valid input.
+  const ascii = isAscii(range);
+  if (!ascii && !isUtf8(range)) return { problem: NOT_UTF8 };
   try {
-    return { text: decodeUtf8(b, start, end) };
+    if (ascii) return { text: b.toString('latin1', start, end) };
+    if (end - start < TRANSCODE_MIN_BYTES || end - start > constants.MAX_STRING_LENGTH || !canTranscode) return { text: b.toString('utf8', start, end) };
+    return { text: transcode(range, 'utf8', 'utf16le').toString('utf16le') };
   } catch (error) {
     if (error instanceof Error && (error as { code?: unknown }).code === 'ERR_STRING_TOO_LONG') {
       return { problem: `longer than the longest string this runtime holds (${constants.MAX_STRING_LENGTH} characters)` };
