@@ -179,6 +179,15 @@ export async function loadEngine(settings: DedupeSettings, moduleUrl: string | u
   return mod.engine as DedupeEngine;
 }
 
+/**
+ * One edit of the verbatim file: where, the original, the tag written, and the original's JSON
+ * literal as the input wrote it when `JSON.stringify` would write it otherwise (so `restore` gives
+ * the bytes back, not only the value).
+ */
+export function verbatimEntry(path: readonly PathStep[], original: string, tag: string, literal: string | undefined): string {
+  return JSON.stringify(literal === undefined || literal === JSON.stringify(original) ? { path, original, tag } : { path, original, tag, raw: literal });
+}
+
 /** The dedupe {@link SessionHandler}. */
 export function dedupeHandler(settings: DedupeSettings, engine: DedupeEngine, counts?: SharedCounts): SessionHandler<DedupeOutcome> {
   const options = stageOptions(settings);
@@ -196,6 +205,8 @@ export function dedupeHandler(settings: DedupeSettings, engine: DedupeEngine, co
       const edits: StringEdit[] = [];
       const replacements: Replaced[] = [];
       const verbatim: string[] = [];
+      /** The original of each edit. */
+      const originals: string[] = [];
       let charsSaved = 0;
       let blockTokensSaved = 0;
       const replacedIdx = new Set<number>();
@@ -205,10 +216,17 @@ export function dedupeHandler(settings: DedupeSettings, engine: DedupeEngine, co
         const before = unit.message.content as string;
         replacedIdx.add(d.index);
         edits.push({ path: unit.path, value: d.content });
+        originals.push(before);
         charsSaved += d.charsSaved;
         if (d.blockTokensSaved === undefined) replacements.push(meter.measure(before, d.content));
         else blockTokensSaved += d.blockTokensSaved;
-        if (settings.verbatim) verbatim.push(JSON.stringify({ path: unit.path, original: before, tag: d.content }));
+      }
+      if (settings.verbatim && edits.length > 0) {
+        // A string the input writes unlike JSON.stringify (`\u00e9`, `\/`) keeps its exact literal.
+        const literals = session.literals(edits.map((e) => e.path));
+        edits.forEach((e, k) => {
+          verbatim.push(verbatimEntry(e.path, originals[k] as string, e.value, literals[k]));
+        });
       }
       let charsBefore = 0;
       for (const u of units) charsBefore += (u.message.content as string).length;

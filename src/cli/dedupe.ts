@@ -9,7 +9,7 @@ import type { Readable, Writable } from 'node:stream';
 import { referenceTag } from '../stages/message-analysis.js';
 import { DEFAULT_TEMPLATES } from '../stages/messages.js';
 import { loadTokenizer, type TokenEncoding } from '../tokens.js';
-import { dedupeHandler, loadEngine, validateSettings, type DedupeEngine, type DedupeOutcome, type DedupeSettings } from './dedupe-session.js';
+import { dedupeHandler, loadEngine, validateSettings, verbatimEntry, type DedupeEngine, type DedupeOutcome, type DedupeSettings } from './dedupe-session.js';
 import { UsageError, type DataError } from './errors.js';
 import type { FormatName } from './formats.js';
 import { discover, type InputFile } from './input.js';
@@ -238,12 +238,13 @@ export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise
       const start = item.spans?.[2 * k] as number;
       const end = item.spans?.[2 * k + 1] as number;
       // The original as the session's parse saw it: the token's bytes are untouched in `out`.
-      const content = JSON.parse(Buffer.from(out.buffer, out.byteOffset + start, end - start).toString('utf8')) as string;
+      const literal = Buffer.from(out.buffer, out.byteOffset + start, end - start).toString('utf8');
+      const content = JSON.parse(literal) as string;
       patches.push({ start, end, bytes: Buffer.from(JSON.stringify(after)) });
       crossCount++;
       charsSaved += c.chars - after.length;
       tokensSaved += report.replaced(content, after);
-      if (verbatim !== undefined) crossVerbatim.push(JSON.stringify({ path: c.path, original: content, tag: after }));
+      if (verbatim !== undefined) crossVerbatim.push(verbatimEntry(c.path, content, after, literal));
     });
     report.session({
       session: s.name,

@@ -12,7 +12,7 @@
  */
 import { jsonErrorLocation } from './errors.js';
 import { dialectOf, extractEvents, extractMessages, messagesOf, type FormatName, type PathStep, type Unit } from './formats.js';
-import { PatchBuilder, spliceStrings, type Patches, type StringEdit } from './splice.js';
+import { unusualLiteralsAt, PatchBuilder, spliceStrings, type Patches, type StringEdit } from './splice.js';
 import { decodeInput } from './utf8.js';
 
 /** The input a job comes from, as shown in messages and reports. */
@@ -46,6 +46,8 @@ export interface Session {
   root: unknown;
   units: Unit[];
   messages: number;
+  /** The JSON string literals at `paths` (unit paths) as the input writes them, where they may differ from `JSON.stringify`'s (see `unusualLiteralsAt`). */
+  literals(paths: readonly (readonly PathStep[])[]): (string | undefined)[];
 }
 
 /** What a handler decided for one session. */
@@ -190,7 +192,12 @@ async function sessionsJob<O>(run: Run<O>, job: Extract<Job, { kind: 'sessions' 
     const { units, messages } = extractMessages(found.messages, found.base);
     const own = record['session'] ?? record['id'];
     const name = typeof own === 'string' || typeof own === 'number' ? String(own) : `${job.file.rel}:${line}`;
-    await run.emit({ file: job.file, name, key: `${job.file.rel}:${line}`, line, format: 'sessions-jsonl', root: record, units, messages }, start, end);
+    const literals = (paths: readonly (readonly PathStep[])[]): (string | undefined)[] => unusualLiteralsAt(b, start, end, paths);
+    await run.emit(
+      { file: job.file, name, key: `${job.file.rel}:${line}`, line, format: 'sessions-jsonl', root: record, units, messages, literals },
+      start,
+      end,
+    );
     start = next;
   }
 }
@@ -215,7 +222,10 @@ async function agentJob<O>(run: Run<O>, job: Extract<Job, { kind: 'agent' }>): P
   const { units, messages } = extractEvents(events);
   const first = events.find((e) => isRecord(e) && typeof e['sessionId'] === 'string') as Record<string, unknown> | undefined;
   const name = first ? `${job.file.rel} (${String(first['sessionId'])})` : job.file.rel;
-  const session: Session = { file: job.file, name, key: job.file.rel, line: undefined, format: 'agent-jsonl', root: events, units, messages };
+  // Unit paths start with the line index.
+  const literals = (paths: readonly (readonly PathStep[])[]): (string | undefined)[] =>
+    paths.map((path) => unusualLiteralsAt(b, starts[path[0] as number] as number, ends[path[0] as number] as number, [path.slice(1)])[0]);
+  const session: Session = { file: job.file, name, key: job.file.rel, line: undefined, format: 'agent-jsonl', root: events, units, messages, literals };
   const handled = await run.handler.handle(session, run.scope);
   // Unit paths start with the line index; each line is spliced on its own.
   const byLine = new Map<number, { edits: StringEdit[]; locate: PathStep[][]; slots: number[] }>();
@@ -225,7 +235,7 @@ async function agentJob<O>(run: Run<O>, job: Extract<Job, { kind: 'agent' }>): P
     if (entry === undefined) byLine.set(line, (entry = { edits: [], locate: [], slots: [] }));
     return entry;
   };
-  for (const edit of handled.edits) at(edit.path).edits.push({ path: edit.path.slice(1), value: edit.value });
+  for (const edit of handled.edits) at(edit.path).edits.push({ ...edit, path: edit.path.slice(1) });
   const locate = handled.locate ?? [];
   locate.forEach((path, k) => {
     const entry = at(path);
@@ -269,7 +279,8 @@ async function documentJob<O>(run: Run<O>, job: Extract<Job, { kind: 'document' 
   const format = job.format ?? dialectOf(found.messages);
   run.result.format = format;
   const { units, messages } = extractMessages(found.messages, found.base);
-  await run.emit({ file: job.file, name: job.file.rel, key: job.file.rel, line: undefined, format, root: doc, units, messages }, 0, b.length);
+  const literals = (paths: readonly (readonly PathStep[])[]): (string | undefined)[] => unusualLiteralsAt(b, 0, b.length, paths);
+  await run.emit({ file: job.file, name: job.file.rel, key: job.file.rel, line: undefined, format, root: doc, units, messages, literals }, 0, b.length);
 }
 
 /**

@@ -31,7 +31,7 @@ export interface RestoreSummary {
 interface VerbatimEntry {
   file: string;
   line?: number;
-  edits: { path: PathStep[]; original: string; tag: string }[];
+  edits: { path: PathStep[]; original: string; tag: string; raw?: string }[];
 }
 
 /** An input `dedupe --on-error skip` left as it was: `file`, `line` and why. */
@@ -60,6 +60,16 @@ function find<E extends { line?: number }>(map: Map<string, E>, file: string, li
   return undefined;
 }
 
+/** Whether `raw` is a JSON string literal (nothing around it) whose value is `original`. */
+function isLiteralOf(raw: unknown, original: unknown): boolean {
+  if (typeof raw !== 'string' || !raw.startsWith('"') || !raw.endsWith('"')) return false;
+  try {
+    return JSON.parse(raw) === original;
+  } catch {
+    return false;
+  }
+}
+
 async function loadVerbatim(path: string, io: CliIO): Promise<Verbatim> {
   const file = { path, rel: path, size: 0, gzip: path.endsWith('.gz'), container: 'jsonl' as const };
   const entries = new Map<string, VerbatimEntry>();
@@ -83,8 +93,14 @@ async function loadVerbatim(path: string, io: CliIO): Promise<Verbatim> {
         continue;
       }
       const located = typeof v.file === 'string' && (v.line === undefined || Number.isSafeInteger(v.line));
-      if (located && Array.isArray(v.edits)) entries.set(keyOf(v as VerbatimEntry), v as VerbatimEntry);
-      else if (located && typeof v.skipped === 'string') skipped.set(keyOf(v as SkippedEntry), v as SkippedEntry);
+      if (located && Array.isArray(v.edits)) {
+        // A literal is written into the output as it is: it must be the JSON string of its original.
+        for (const e of v.edits as VerbatimEntry['edits']) {
+          if (e.raw !== undefined && !isLiteralOf(e.raw, e.original))
+            throw new DataError(path, line.number, 'not a verbatim entry: a raw literal is not the JSON string of its original');
+        }
+        entries.set(keyOf(v as VerbatimEntry), v as VerbatimEntry);
+      } else if (located && typeof v.skipped === 'string') skipped.set(keyOf(v as SkippedEntry), v as SkippedEntry);
       else throw new DataError(path, line.number, 'not a verbatim entry');
     }
   } catch (error) {
@@ -125,7 +141,10 @@ export async function restoreCommand(o: RestoreCommandOptions, io: CliIO): Promi
           return { edits: [], outcome };
         }
       }
-      return { edits: entry.edits.map((e) => ({ path: e.path, value: e.original })), outcome };
+      return {
+        edits: entry.edits.map((e) => (e.raw === undefined ? { path: e.path, value: e.original } : { path: e.path, value: e.original, raw: e.raw })),
+        outcome,
+      };
     },
   };
   // Bad input passes through only where dedupe skipped it (same place, same reason).

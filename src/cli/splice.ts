@@ -261,6 +261,23 @@ export function jsonStringBytes(value: string): Uint8Array {
 export interface StringEdit {
   path: readonly PathStep[];
   value: string;
+  /** The exact JSON string literal to write (quotes included) instead of encoding `value`. */
+  raw?: string;
+}
+
+/**
+ * The JSON string literals (quotes and escapes as written) at `paths` of the JSON text
+ * `b[start, end)` that `JSON.stringify` might write otherwise, `undefined` for the others: a
+ * literal of valid UTF-8 without `\u` or `\/` escapes is exactly `JSON.stringify` of its value
+ * (its other escapes are the short forms `JSON.stringify` uses for the characters that must be
+ * escaped, and every other character is written raw by both).
+ */
+export function unusualLiteralsAt(b: Buffer, start: number, end: number, paths: readonly (readonly PathStep[])[]): (string | undefined)[] {
+  return locateStrings(b, start, end, paths).map((span, k) => {
+    if (span === undefined) throw new SpliceError(`no string at ${paths[k]?.join('.')}`);
+    const bytes = b.subarray(span.start, span.end);
+    return bytes.includes('\\u') || bytes.includes('\\/') ? bytes.toString('utf8') : undefined;
+  });
 }
 
 /**
@@ -293,7 +310,8 @@ export function spliceStrings(
   order.sort((x, y) => (spans[x] as Span).start - (spans[y] as Span).start);
   for (const k of order) {
     const span = spans[k] as Span;
-    out.replace(span.start, span.end, jsonStringBytes((edits[k] as StringEdit).value));
+    const edit = edits[k] as StringEdit;
+    out.replace(span.start, span.end, edit.raw === undefined ? jsonStringBytes(edit.value) : Buffer.from(edit.raw, 'utf8'));
   }
   return located;
 }

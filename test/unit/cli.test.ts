@@ -474,6 +474,47 @@ describe('CLI faults (issue 12, item 8)', () => {
     expect(r.code).toBe(1);
   });
 
+  it('restore gives back strings written with escapes JSON.stringify would not use (ensure_ascii, \\/), in every layout', async () => {
+    const dir = join(tmp.dir, 'escapes');
+    mkdirSync(dir);
+    // As Python's json.dumps writes it (every non-ASCII character escaped), plus escaped slashes.
+    const asciiJson = (value: unknown): string =>
+      JSON.stringify(value)
+        .replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+        .replaceAll('/', '\\/');
+    const text = `café / naïve — 日本語 ${'x'.repeat(300)}\nsecond line 😀`;
+    const messages = [
+      { id: 'a', role: 'tool', content: text },
+      { id: 'b', role: 'user', content: 'ok' },
+      { id: 'c', role: 'tool', content: text },
+    ];
+    writeFileSync(join(dir, 'a.jsonl'), `${asciiJson({ session: 's1', messages })}\n${asciiJson({ session: 's2', messages })}\n`);
+    writeFileSync(join(dir, 'b.json'), `${asciiJson(messages).replaceAll('},{', '},\n  {')}\n`);
+    const event = (t: string): string => asciiJson({ type: 'user', sessionId: 'ag', message: { role: 'user', content: t } });
+    writeFileSync(join(dir, 'c-agent.jsonl'), `${[event(text), event('short'), event(text)].join('\n')}\n`);
+    for (const flags of [[], ['--keep', 'earliest', '--cross-session'], ['--keep', 'earliest', '--blocks']]) {
+      const out = join(tmp.dir, `escapes-out-${flags.length}`);
+      const v = join(tmp.dir, `escapes-${flags.length}.verbatim.jsonl`);
+      const d = await cli(['dedupe', dir, '-o', out, '--verbatim', v, '--json', ...flags]);
+      expect(d.code, d.stderr).toBe(0);
+      expect((JSON.parse(d.stdout) as DedupeReport).exactDuplicates).toBeGreaterThan(0);
+      const back = join(tmp.dir, `escapes-back-${flags.length}`);
+      const r = await cli(['restore', out, '--verbatim', v, '-o', back]);
+      expect(r.code, r.stderr).toBe(0);
+      for (const f of files(dir)) expect(readFileSync(join(back, f)).equals(readFileSync(join(dir, f))), `${f} ${flags.join(' ')}`).toBe(true);
+    }
+    // A raw literal is written as it is, so restore checks it is the JSON string of its original.
+    const v = join(tmp.dir, 'escapes-0.verbatim.jsonl');
+    const lines = readFileSync(v, 'utf8').trimEnd().split('\n');
+    const entry = JSON.parse(lines[1] as string) as { edits: { raw?: string }[] };
+    expect((entry.edits[0] as { raw?: string }).raw).toMatch(/^"caf\\u00e9 \\\/ /);
+    (entry.edits[0] as { raw?: string }).raw = '"x", "injected": "y"';
+    writeFileSync(v, `${[lines[0], JSON.stringify(entry), ...lines.slice(2)].join('\n')}\n`);
+    const tampered = await cli(['restore', join(tmp.dir, 'escapes-out-0'), '--verbatim', v, '-o', join(tmp.dir, 'escapes-tampered')]);
+    expect(tampered.code).toBe(1);
+    expect(tampered.stderr).toMatch(/raw literal is not the JSON string of its original/);
+  });
+
   it('--on-error skip and restore round-trip byte-exact, malformed inputs included', async () => {
     const dir = join(tmp.dir, 'skip-rt');
     mkdirSync(dir);
