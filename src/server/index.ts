@@ -217,6 +217,16 @@ function isValidationError(error: unknown): boolean {
   return error instanceof TypeError || error instanceof RangeError;
 }
 
+/** Whether `text` is JSON (for an error message only). */
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * Starts the server and resolves once it listens, with the o200k_base vocabulary loaded (block
  * dedup counts tokens; loading it takes about 0.05 s, which the first request would pay otherwise).
@@ -299,7 +309,18 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       done(error as Error, undefined);
       return;
     }
-    jsonParser(request, text, done);
+    jsonParser(request, text, (error, value) => {
+      // Fastify's parser refuses prototype-poisoning keys with its "not valid JSON" error: say why.
+      if (error !== null && /"(__proto__|constructor)"\s*:/.test(text) && isJson(text)) {
+        const refused = Object.assign(new Error('Body has a key named "__proto__" (or "constructor" holding "prototype"): such keys are refused'), {
+          statusCode: 400,
+          code: 'FORBIDDEN_KEY',
+        });
+        done(refused, undefined);
+        return;
+      }
+      done(error, value);
+    });
   });
   app.addContentTypeParser(NDJSON_TYPES, { parseAs: 'buffer', bodyLimit: maxBody }, (_request, body, done) => {
     try {

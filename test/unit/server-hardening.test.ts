@@ -172,6 +172,12 @@ describe('item 4: bodies are decoded strictly; invalid UTF-8 is a 400 naming the
     expect(array.body.error).toMatch(/^messages\[0\]\.content is not valid UTF-8/);
     expect((await post('/v1/namespaces/utf4/items', '[{"content":"x"}]', 'text/plain')).status).toBe(415);
     expect((await post('/v1/messages/dedupe', '{"messages":[]}', 'text/plain; charset=utf-8')).status).toBe(415);
+    // Prototype-poisoning keys are refused with a message that says so (not "not valid JSON").
+    const poisoned = await post('/v1/messages/dedupe', '{"messages":[{"id":"a","content":"x","metadata":{"__proto__":{"polluted":1}}}]}');
+    expect(poisoned.status).toBe(400);
+    expect(poisoned.body).toEqual({ error: expect.stringMatching(/key named "__proto__"/), code: 'FORBIDDEN_KEY' });
+    expect(({} as Record<string, unknown>)['polluted']).toBeUndefined();
+    expect((await post('/v1/messages/dedupe', '{"messages":[}')).body.code).toBe('FST_ERR_CTP_INVALID_JSON_BODY');
   });
 
   it('firstInvalidUtf8 agrees with the fatal TextDecoder on arbitrary bytes', () => {
