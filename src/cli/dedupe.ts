@@ -14,7 +14,7 @@ import { UsageError, type DataError } from './errors.js';
 import type { FormatName } from './formats.js';
 import { discover, type InputFile } from './input.js';
 import type { SessionResult } from './jobs.js';
-import { type Outputs, Sink, writeFileAtomic, type Target } from './output.js';
+import { beginCommit, type Outputs, Sink, writeFileAtomic, type Target } from './output.js';
 import { checkPaths, type PathUse } from './paths.js';
 import { runPipeline, type OutputPatch, type PipelineProgress } from './pipeline.js';
 import { defaultJobs, HybridExecutor, inProcess, WorkerPool, type Executor } from './pool.js';
@@ -299,6 +299,7 @@ export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise
       progress,
     );
     // The outputs are never published without their originals: verbatim file first.
+    beginCommit();
     await verbatim?.commit();
     await outputs.publish();
   } catch (error) {

@@ -23,7 +23,7 @@ if (argv[0] === 'serve') {
 } else {
   // Loaded here, not at the top: run.js loads the native addon, which `doctor` must load itself.
   const { run } = await import('./run.js');
-  const { removeTemporaries } = await import('./output.js');
+  const { isCommitting, removeTemporaries } = await import('./output.js');
   // Interrupted, the run commits nothing, as a failed one: its temporary outputs go too.
   for (const [signal, code] of [
     ['SIGINT', 130],
@@ -31,6 +31,12 @@ if (argv[0] === 'serve') {
     ['SIGHUP', 129],
   ] as const) {
     process.once(signal, () => {
+      if (isCommitting()) {
+        // Every output is finished and being published: stopping now would leave some written and
+        // some not. The run ends on its own in a moment (a second signal stops it at once).
+        process.stderr.write(`ctxdedup: ${signal}: the outputs are being written; finishing\n`);
+        return;
+      }
       removeTemporaries();
       process.stderr.write(`ctxdedup: ${signal}: stopped, nothing written\n`);
       process.exit(code);

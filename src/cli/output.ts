@@ -21,6 +21,22 @@ export type Target = { kind: 'file'; path: string } | { kind: 'stream'; stream: 
 /** Temporary files of open outputs, neither published nor discarded yet. */
 const temporaries = new Set<string>();
 
+/** Whether the run has started publishing its outputs (see {@link beginCommit}). */
+let committing = false;
+
+/**
+ * Marks the start of the commit: from here on the run publishes outputs (renames finished files),
+ * so a signal must let it finish rather than stop it half-way (see `main.ts`).
+ */
+export function beginCommit(): void {
+  committing = true;
+}
+
+/** Whether {@link beginCommit} was called. */
+export function isCommitting(): boolean {
+  return committing;
+}
+
 /**
  * Removes every temporary output file still open, synchronously: for a process that is about to
  * exit on a signal (SIGINT, SIGTERM), which commits nothing either.

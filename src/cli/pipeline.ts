@@ -15,6 +15,7 @@ import { containerOf, type Container, type FormatName } from './formats.js';
 import { openSource, type ByteSource, type InputFile } from './input.js';
 import { isRecord, parseLine, stripBom, type FileRef, type Job, type JobError, type JobResult, type SessionResult } from './jobs.js';
 import { Outputs, Sink, type Target } from './output.js';
+import { decodeInput } from './utf8.js';
 import type { Executor } from './pool.js';
 
 /** Replaces bytes `[start, end)` of a job's output (the pipeline applies these before writing). */
@@ -230,9 +231,14 @@ class Reader {
   }
 }
 
-/** Whether a JSONL line (without its newline) decides the file's mode, and which. */
-function modeOf(text: string): 'sessions' | 'agent' | undefined {
-  const parsed = parseLine(text);
+/**
+ * Whether the JSONL line `b[start, end)` (without its newline) decides the file's mode, and
+ * which. A line that cannot be decoded (invalid UTF-8, too long) decides nothing: its job reports it.
+ */
+function modeOf(b: Buffer, start: number, end: number): 'sessions' | 'agent' | undefined {
+  const decoded = decodeInput(b, start, end);
+  if (!('text' in decoded)) return undefined;
+  const parsed = parseLine(decoded.text);
   if (parsed.kind !== 'value') return undefined;
   return isRecord(parsed.value) && Array.isArray(parsed.value['messages']) ? 'sessions' : 'agent';
 }
@@ -295,10 +301,10 @@ export async function runPipeline<O>(options: PipelineOptions<O>, progress: Pipe
       while (mode === undefined && scanned < len) {
         const nl = buf.indexOf(10, scanned);
         if (nl === -1 || nl >= len) {
-          if (eof) mode = modeOf(buf.toString('utf8', scanned, len));
+          if (eof) mode = modeOf(buf, scanned, len);
           break;
         }
-        mode = modeOf(buf.toString('utf8', scanned, nl));
+        mode = modeOf(buf, scanned, nl);
         scanned = nl + 1;
       }
       if (mode !== 'sessions') {

@@ -8,7 +8,7 @@ import { DataError, jsonErrorLocation, UsageError } from './errors.js';
 import { getAt, type FormatName, type PathStep } from './formats.js';
 import { discover, inputError, lines, openInput, type InputFile } from './input.js';
 import type { Handled, Session } from './jobs.js';
-import type { Outputs } from './output.js';
+import { beginCommit, type Outputs } from './output.js';
 import { runPipeline, type PipelineProgress } from './pipeline.js';
 import { inProcess } from './pool.js';
 import { checkOutputs, planTargets, type CliIO } from './dedupe.js';
@@ -179,6 +179,7 @@ export async function restoreCommand(o: RestoreCommandOptions, io: CliIO): Promi
     );
     const unused = entries.size + skipped.size - used.size;
     if (unused > 0) throw new DataError(o.verbatim, undefined, `${unused} entr${unused === 1 ? 'y' : 'ies'} in the verbatim file matched no input`);
+    beginCommit();
     await outputs.publish();
   } catch (error) {
     await outputs?.discard();

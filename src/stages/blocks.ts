@@ -314,7 +314,7 @@ export function applyBlocks<M extends Identified>(
     }
     rewritten += content.slice(at);
     const marker: BlocksMarker = { kind: 'blocks', references };
-    out[index] = { ...original, content: rewritten, metadata: markedMetadata(original, marker) };
+    out[index] = { ...original, id: ids[index] as string, content: rewritten, metadata: markedMetadata(original, marker) };
     setOwn(verbatim, ids[index] as string, original);
   }
 }
@@ -464,6 +464,9 @@ function expandBlocks(content: string, marker: BlocksMarker, path: string, outpu
   return expanded.join('\n');
 }
 
+/** The `kind` of every replacement marker ({@link ReplacementMarker}). */
+const MARKER_KINDS: ReadonlySet<unknown> = new Set(['exact', 'near', 'blocks']);
+
 /**
  * Rebuilds the original conversation from a deduplicated one alone, without the verbatim map:
  * every block reference's target lines are in the output, and a whole-message exact reference
@@ -501,12 +504,12 @@ export function expandMessages<M extends Identified>(messages: readonly M[]): M[
   for (let i = 0; i < messages.length; i++) {
     const message = messages[i] as M;
     const marker = message.metadata?.['ctxdedup'] as Record<string, unknown> | undefined;
-    if (marker === undefined) {
+    // A `ctxdedup` value that is not a marker (no known `kind`) is the caller's own metadata.
+    if (typeof marker !== 'object' || marker === null || !MARKER_KINDS.has(marker['kind'])) {
       expanded.push(message);
       continue;
     }
     const path = `messages[${i}].metadata.ctxdedup`;
-    expectObject(marker, path);
     let content: string;
     if (marker['kind'] === 'blocks') {
       if (typeof message.content !== 'string') typeError(`messages[${i}].content`, `must be a string, got ${describe(message.content)}`);

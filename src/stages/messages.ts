@@ -280,7 +280,8 @@ function plan(messages: unknown, options: DedupeMessagesOptions | undefined): Pl
   // Errors name the switch the caller used.
   const nearPath = nearOption === undefined && fuzzyOption !== undefined ? 'options.fuzzy' : 'options.near';
   const blocks = resolveBlockOptions(o['blocks'], { keep: o['keep'], near: near ? nearPath : undefined, recencyWindow });
-  // A snapshot: the async variant must not see changes the caller makes while it runs.
+  // A snapshot of the list; ids and contents are read into the plan below (the async variant must
+  // not see changes the caller makes while it runs).
   const list = (messages as Message[]).slice();
   const recencyStart = recencyStartOf(list.length, recencyWindow);
   const texts = new Uint8Array(list.length);
@@ -322,7 +323,7 @@ function apply<M extends Message>(p: Plan, found: { exact: Annotation[]; fuzzy: 
       const marker: WholeMessageMarker = { kind: r.kind, duplicateOf: p.ids[r.duplicateOfIndex] as string };
       if (r.similarity !== undefined) marker.similarity = r.similarity;
       const metadata = p.blocks === undefined ? { ...(original.metadata ?? {}), ctxdedup: marker } : markedMetadata(original, marker);
-      return { ...original, content: r.tag, metadata };
+      return { ...original, id: p.ids[r.index] as string, content: r.tag, metadata };
     },
     (_, index) => p.ids[index] as string,
   );
@@ -460,9 +461,10 @@ export function dedupeMessagesCounted<M extends Message>(
 
 /**
  * {@link dedupeMessages} with the analysis on a worker thread, so the event loop stays free.
- * Ids and contents are read before the promise is returned: changing them later does not change
- * the result. (A rewritten message is a shallow copy of the message object made when the result is
- * built, with the new content; untouched messages are the input objects themselves.)
+ * Ids and contents are read before the promise is returned: changing them later changes no
+ * decision, and every rewritten message carries the id and content read then. Untouched messages
+ * (and the originals in `verbatim`) are the input objects themselves, so later changes to those
+ * objects show in the result, as they would after the sync call.
  * Small batches (up to {@link ASYNC_MIN_UNITS} code units) are analysed inline.
  */
 export async function dedupeMessagesAsync<M extends Message>(messages: readonly M[], options?: DedupeMessagesOptions): Promise<DedupeMessagesResult<M>> {

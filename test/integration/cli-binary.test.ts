@@ -110,6 +110,30 @@ describe('ctxdedup binary interrupted', () => {
   }, 120_000);
 });
 
+describe('ctxdedup binary interrupted while publishing', () => {
+  it('a signal once the verbatim file is published lets the run finish: all outputs or none, never a failure with files written', async () => {
+    const corpus = join(tmp.dir, 'commit.jsonl');
+    await writeSessionsJsonl(corpus, 60e6, { seed: 10 });
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+      const out = join(tmp.dir, `commit-${signal}`);
+      const verbatim = join(out, 'v.jsonl');
+      const child = spawn(process.execPath, [BIN, 'dedupe', corpus, '-o', join(out, 'o.jsonl'), '--verbatim', verbatim, '-q'], { cwd: ROOT });
+      let stderr = '';
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      const exited = new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
+      let running = true;
+      void exited.then(() => (running = false));
+      // The verbatim file is published first: signal as soon as it appears (polled).
+      while (running && !existsSync(verbatim)) await new Promise((r) => setTimeout(r, 1));
+      if (running) child.kill(signal);
+      const code = await exited;
+      const written = existsSync(out) ? readdirSync(out).sort() : [];
+      if (code === 0) expect(written, stderr).toEqual(['o.jsonl', 'v.jsonl']);
+      else expect(written, `exit ${code}: ${stderr}`).toEqual([]);
+    }
+  }, 120_000);
+});
+
 describe('ctxdedup binary when stdout fails (issue 12, item 8)', () => {
   const conversation = JSON.stringify({
     messages: [

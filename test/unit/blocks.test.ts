@@ -272,6 +272,11 @@ describe('block dedup: rules', () => {
         expect(restoreMessages(r.messages, r.verbatim)).toEqual(input);
       }
     }
+    // A message the pass leaves alone keeps a `ctxdedup` key of the caller's that is no marker.
+    for (const mine of ['mine', { note: 1 }, null]) {
+      const input = [msg('m0', a, { metadata: { ctxdedup: mine } }), msg('m1', `${a}\nplus`)];
+      expect(expandMessages(dedupeMessages(input, BLOCKS).messages)).toEqual(input);
+    }
   });
 
   it("a message id '__proto__' keys the verbatim map as an own property", () => {
@@ -300,8 +305,11 @@ describe('block dedup: rules', () => {
       const pending = dedupeMessagesAsync(live, BLOCKS);
       (live[1] as Message).content = `replaced by the caller after the call ${'#'.repeat(300)}`;
       (live[0] as Message).id = 'renamed';
+      (live[1] as Message).id = 'renamed too';
       const r = await pending;
       expect(r.messages.map((m) => m.content)).toEqual(expected.messages.map((m) => m.content));
+      // The rewritten message carries the id the pass read (its decision and verbatim key agree).
+      expect(r.messages[1]?.id).toBe('m1');
       expect(r.decisions).toEqual(expected.decisions);
       expect(Object.keys(r.verbatim)).toEqual(['m1']);
     }
