@@ -20,6 +20,7 @@ export function rangeError(path: string, problem: string): never {
  */
 export function describe(value: unknown): string {
   if (value === null) return 'null';
+  if (value === undefined) return 'undefined';
   let array = false;
   try {
     array = Array.isArray(value);

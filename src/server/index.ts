@@ -217,6 +217,11 @@ function isValidationError(error: unknown): boolean {
   return error instanceof TypeError || error instanceof RangeError;
 }
 
+/** Whether `error` is V8's "Maximum call stack size exceeded". */
+function isStackOverflow(error: unknown): boolean {
+  return error instanceof RangeError && error.message === 'Maximum call stack size exceeded';
+}
+
 /** Whether `text` is JSON (for an error message only). */
 function isJson(text: string): boolean {
   try {
@@ -358,6 +363,13 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     const status = (error as FastifyError).statusCode;
     if (status !== undefined && status >= 400 && status < 500) {
       return reply.code(status).send({ error: error.message, code: (error as FastifyError).code ?? 'BAD_REQUEST' });
+    }
+    if (isStackOverflow(error)) {
+      // JSON.parse reads any depth; answering echoes the messages, and JSON.stringify recurses.
+      return reply.code(400).send({
+        error: 'body nests too deeply to be answered (the JSON serializer ran out of stack): flatten the values inside the messages',
+        code: 'TOO_DEEP',
+      });
     }
     if (isValidationError(error)) return reply.code(400).send({ error: error.message, code: 'INVALID_INPUT' });
     reply.log.error(error);

@@ -316,10 +316,10 @@ describe('deduplicate: error messages never fail to build (issue 12)', () => {
 
   it('a hole in scored is undefined at its index and gets the same error', () => {
     expect(() => deduplicate(unsafe<ScoredItem<ContextItem>[]>([, { item: { content: 'a' }, score: 1 }]))).toThrow(
-      new TypeError('scored[0] must be an object, got a undefined'),
+      new TypeError('scored[0] must be an object, got undefined'),
     );
     expect(() => deduplicateWithReport(unsafe<ScoredItem<ContextItem>[]>([{ item: { content: 'a' }, score: 1 }, ,]))).toThrow(
-      new TypeError('scored[1] must be an object, got a undefined'),
+      new TypeError('scored[1] must be an object, got undefined'),
     );
   });
 });

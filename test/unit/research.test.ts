@@ -389,11 +389,11 @@ describe('token counting', () => {
 describe('research: validation gaps (issue 12)', () => {
   it('a hole in sources or findings is undefined at its index and gets the same error', () => {
     const sources = unsafe<Source[]>([, { url: 'a' }]);
-    expect(() => dedupeSources(sources)).toThrow(new TypeError('sources[0] must be an object, got a undefined'));
-    expect(() => dedupeSources(unsafe<Source[]>([{ url: 'a' }, undefined]))).toThrow(new TypeError('sources[1] must be an object, got a undefined'));
+    expect(() => dedupeSources(sources)).toThrow(new TypeError('sources[0] must be an object, got undefined'));
+    expect(() => dedupeSources(unsafe<Source[]>([{ url: 'a' }, undefined]))).toThrow(new TypeError('sources[1] must be an object, got undefined'));
     const findings = unsafe<string[]>(['a', , 'b']);
-    expect(() => dedupeFindings(findings)).toThrow(new TypeError('findings[1] must be a string, got a undefined'));
-    expect(() => dedupeResearch({ sources: [], findings })).toThrow(new TypeError('findings[1] must be a string, got a undefined'));
+    expect(() => dedupeFindings(findings)).toThrow(new TypeError('findings[1] must be a string, got undefined'));
+    expect(() => dedupeResearch({ sources: [], findings })).toThrow(new TypeError('findings[1] must be a string, got undefined'));
   });
 
   it('field names from the caller read own properties only (__proto__, constructor, toString)', () => {
@@ -418,7 +418,7 @@ describe('research: validation gaps (issue 12)', () => {
   });
 
   it('researchStageReport checks every count it reads, naming the path', () => {
-    expect(() => researchStageReport(unsafe({ findings: {} }))).toThrow(new TypeError('results.findings.tokens must be a number, got a undefined'));
+    expect(() => researchStageReport(unsafe({ findings: {} }))).toThrow(new TypeError('results.findings.tokens must be a number, got undefined'));
     expect(() => researchStageReport(unsafe({ findings: { tokens: 3, naiveTokens: 5, removed: 1, tokensSaved: '2' } }))).toThrow(
       new TypeError('results.findings.tokensSaved must be a number, got a string'),
     );
@@ -426,9 +426,9 @@ describe('research: validation gaps (issue 12)', () => {
     expect(() => researchStageReport(unsafe({ findings: { tokens: -1, naiveTokens: 5, removed: 1, tokensSaved: 2 } }))).toThrow(
       /results\.findings\.tokens must be an integer >= 0, got -1/,
     );
-    expect(() => researchStageReport(unsafe({ sources: {} }))).toThrow(new TypeError('results.sources.stats must be an object, got a undefined'));
+    expect(() => researchStageReport(unsafe({ sources: {} }))).toThrow(new TypeError('results.sources.stats must be an object, got undefined'));
     expect(() => researchStageReport(unsafe({ sources: { stats: { input: 2, kept: 1 } } }))).toThrow(
-      new TypeError('results.sources.stats.removed must be a number, got a undefined'),
+      new TypeError('results.sources.stats.removed must be a number, got undefined'),
     );
     // Real results still make a report.
     const findings = dedupeFindings([P1, P1]);

@@ -446,7 +446,7 @@ describe('ResourceLedger: bad input', () => {
   const blocks = (...b: unknown[]) => ({ turn: 6, tool: 'read_file', callId: 'x', blocks: b });
 
   it.each([
-    ['missing URI', blocks({ type: 'resource', content: FOO }), TypeError, /response\.blocks\[0\]\.uri must be a string, got a undefined/],
+    ['missing URI', blocks({ type: 'resource', content: FOO }), TypeError, /response\.blocks\[0\]\.uri must be a string, got undefined/],
     [
       'non-string URI',
       blocks({ type: 'text', text: 'ok' }, { type: 'resource', uri: 7, content: FOO }),
@@ -614,13 +614,13 @@ describe('resources: validation gaps (issue 12)', () => {
   it('a hole in forgetCalls / forgetTurns / json.deliveries is undefined at its index and gets the same error', () => {
     const ledger = new ResourceLedger();
     read(ledger, 1, 'keep', res('file:///foo.rs', FOO));
-    expect(() => ledger.forgetCalls(unsafe([, 'keep']))).toThrow(new TypeError('callIds[0] must be a string, got a undefined'));
-    expect(() => ledger.forgetTurns(unsafe([1, , 2]))).toThrow(new TypeError('turns[1] must be a number, got a undefined'));
+    expect(() => ledger.forgetCalls(unsafe([, 'keep']))).toThrow(new TypeError('callIds[0] must be a string, got undefined'));
+    expect(() => ledger.forgetTurns(unsafe([1, , 2]))).toThrow(new TypeError('turns[1] must be a number, got undefined'));
     // Nothing was forgotten by the failed calls.
     expect(ledger.deliveries()).toHaveLength(1);
     const json = ledger.toJSON();
     const sparse = { ...json, deliveries: unsafe<unknown[]>([, ...json.deliveries]) };
-    expect(() => ResourceLedger.fromJSON(sparse)).toThrow(new TypeError('json.deliveries[0] must be an object, got a undefined'));
+    expect(() => ResourceLedger.fromJSON(sparse)).toThrow(new TypeError('json.deliveries[0] must be an object, got undefined'));
   });
 
   it('describeLocation checks its argument (kind, turn, callId) with TypeErrors naming the path', () => {
@@ -628,8 +628,8 @@ describe('resources: validation gaps (issue 12)', () => {
     expect(describeLocation({ kind: 'attachment', turn: 2 })).toBe('the attachment at turn 2');
     expect(() => describeLocation(unsafe({}))).toThrow(new TypeError("location.kind must be 'attachment' or 'tool', got undefined"));
     expect(() => describeLocation(unsafe(null))).toThrow(new TypeError('location must be an object, got null'));
-    expect(() => describeLocation(unsafe({ kind: 'tool', turn: 3 }))).toThrow(new TypeError('location.callId must be a string, got a undefined'));
-    expect(() => describeLocation(unsafe({ kind: 'attachment' }))).toThrow(new TypeError('location.turn must be a number, got a undefined'));
+    expect(() => describeLocation(unsafe({ kind: 'tool', turn: 3 }))).toThrow(new TypeError('location.callId must be a string, got undefined'));
+    expect(() => describeLocation(unsafe({ kind: 'attachment' }))).toThrow(new TypeError('location.turn must be a number, got undefined'));
     expect(() => describeLocation(unsafe({ kind: 'attachment', turn: 1.5 }))).toThrow(RangeError);
   });
 
@@ -638,11 +638,11 @@ describe('resources: validation gaps (issue 12)', () => {
     read(ledger, 1, 'a', res('file:///foo.rs', FOO));
     const { blocks, decisions } = read(ledger, 2, 'b', { type: 'text', text: 'hi' }, res('file:///foo.rs', FOO));
     expect(restoreResources(blocks, decisions)).toEqual([{ type: 'text', text: 'hi' }, res('file:///foo.rs', FOO)]);
-    expect(() => restoreResources(blocks, unsafe([, ...decisions]))).toThrow(new TypeError('decisions[0] must be an object, got a undefined'));
+    expect(() => restoreResources(blocks, unsafe([, ...decisions]))).toThrow(new TypeError('decisions[0] must be an object, got undefined'));
     const referenced = decisions[0] as ResourceDecision;
     expect(() => restoreResources(blocks, [{ ...referenced, index: 5 }])).toThrow(/decisions\[0\]\.index must be an integer in \[0, 1\]/);
     expect(() => restoreResources(blocks, [unsafe({ ...referenced, block: undefined })])).toThrow(
-      new TypeError('decisions[0].block must be an object, got a undefined'),
+      new TypeError('decisions[0].block must be an object, got undefined'),
     );
   });
 

@@ -177,6 +177,10 @@ describe('item 4: bodies are decoded strictly; invalid UTF-8 is a 400 naming the
     expect(poisoned.status).toBe(400);
     expect(poisoned.body).toEqual({ error: expect.stringMatching(/key named "__proto__"/), code: 'FORBIDDEN_KEY' });
     expect(({} as Record<string, unknown>)['polluted']).toBeUndefined();
+    // Any depth parses; a response echoing 50,000 nested arrays cannot be serialized: say so.
+    const deep = `${'['.repeat(50_000)}"x"${']'.repeat(50_000)}`;
+    const nested = await post('/v1/messages/dedupe', `{"messages":[{"id":"a","role":"user","content":"hi","metadata":${deep}}]}`);
+    expect(nested).toEqual({ status: 400, body: { error: expect.stringMatching(/^body nests too deeply/), code: 'TOO_DEEP' } });
     expect((await post('/v1/messages/dedupe', '{"messages":[}')).body.code).toBe('FST_ERR_CTP_INVALID_JSON_BODY');
   });
 

@@ -91,7 +91,7 @@ describe('ctxdedup serve routes (in-process, real HTTP on 127.0.0.1)', () => {
       ['[{"id":"x1","content":"fresh 1"}', json, 400, /JSON/],
       ['{"id":"x1","content":"fresh 1"}\n{"id":"x2","content":"fresh 2"\n', ndjson, 400, /^line 2 is not valid JSON/],
       ['{"id":"x1","content":"fresh 1"}\n\n[1]\n', ndjson, 400, /^items\[1\] \(line 3\) must be an object, got an array$/],
-      ['{"id":"x1","content":"fresh 1"}\n{"id":"x2"}\n', ndjson, 400, /^items\[1\] \(line 2\)\.content must be a string, got a undefined$/],
+      ['{"id":"x1","content":"fresh 1"}\n{"id":"x2"}\n', ndjson, 400, /^items\[1\] \(line 2\)\.content must be a string, got undefined$/],
       ['{"__proto__":{"x":1}}', json, 400, /key named "__proto__"/],
     ];
     for (const [body, headers, status, message] of cases) {
