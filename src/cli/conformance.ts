@@ -6,8 +6,8 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Command } from 'commander';
-import { listSuites, runConformance, type ConformanceImpl, type ConformanceReport } from '../conformance/index.js';
-import { CALLS } from '../conformance/calls.js';
+// The vectors' runner loads when the command runs, not with every CLI run.
+import type { ConformanceImpl, ConformanceReport } from '../conformance/index.js';
 import type { CliIO } from './dedupe.js';
 import { EXIT, UsageError } from './errors.js';
 
@@ -56,6 +56,7 @@ async function loadImpl(path: string): Promise<ConformanceImpl> {
   } catch (error) {
     throw new UsageError(`cannot load --impl ${path}: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`);
   }
+  const { CALLS } = await import('../conformance/calls.js');
   const names = Object.keys(CALLS);
   if (names.some((name) => typeof module[name] === 'function')) return module as ConformanceImpl;
   const fallback = module['default'];
@@ -76,6 +77,7 @@ export function addConformanceCommand(program: Command, io: CliIO, setCode: (cod
     .option('--json', 'print the full report as JSON on stdout', false)
     .option('-v, --verbose', 'list every vector, not only the failures', false)
     .action(async (opts: Record<string, unknown>) => {
+      const { listSuites, runConformance } = await import('../conformance/index.js');
       const known = listSuites().map((s) => s.name);
       const suites = opts['suite'] as string[] | undefined;
       for (const name of suites ?? []) {

@@ -10,7 +10,6 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { CONFORMANCE_FORMAT, CONFORMANCE_VERSION, runConformance } from '../conformance/index.js';
 import { packageRoot, packageVersion } from '../package-root.js';
 import type { CliIO } from './dedupe.js';
 import { EXIT } from './errors.js';
@@ -101,6 +100,7 @@ export async function diagnose(): Promise<DoctorReport> {
     return report;
   }
   const { LEDGER_FORMAT, LEDGER_VERSION } = await import('../stages/resources.js');
+  const { CONFORMANCE_FORMAT, CONFORMANCE_VERSION, runConformance } = await import('../conformance/index.js');
   report.versions = {
     findingsNormalization,
     ledgerFormat: LEDGER_FORMAT,

@@ -7,9 +7,9 @@ import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { InvalidArgumentError, Option } from 'commander';
-import { parseMemoryConfig, openMemoryStore, type MemoryConfig } from '../memory/config.js';
-import { MemoryDeduplicator, type BatchReport, type MergeFunction } from '../memory/deduplicator.js';
-import { hashedEmbedding } from '../memory/embedding.js';
+// The memory modules (and their TOML parser) load when the command runs, not with every CLI run.
+import type { MemoryConfig } from '../memory/config.js';
+import type { BatchReport, MemoryDeduplicator, MergeFunction } from '../memory/deduplicator.js';
 import type { CliIO } from './dedupe.js';
 import { DataError, UsageError } from './errors.js';
 import { print } from './output.js';
@@ -85,6 +85,7 @@ async function loadConfig(path: string | undefined): Promise<MemoryConfig> {
   } catch (error) {
     throw new UsageError(`cannot read --config ${path}: ${(error as Error).message}`);
   }
+  const { parseMemoryConfig } = await import('../memory/config.js');
   try {
     return parseMemoryConfig(text, path);
   } catch (error) {
@@ -97,6 +98,11 @@ async function memoriesDedupe(opts: MemoriesDedupeOptions, io: CliIO): Promise<v
   const spec = opts.store ?? config.store;
   if (spec === undefined) throw new UsageError('memories dedupe needs --store (or store in the --config file)');
   const collection = opts.collection ?? config.collection;
+  const [{ openMemoryStore }, { MemoryDeduplicator }, { hashedEmbedding }] = await Promise.all([
+    import('../memory/config.js'),
+    import('../memory/deduplicator.js'),
+    import('../memory/embedding.js'),
+  ]);
   let store;
   try {
     store = await openMemoryStore(spec, collection === undefined ? {} : { collection });
