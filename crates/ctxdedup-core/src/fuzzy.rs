@@ -659,49 +659,229 @@ fn for_distinct(fingerprint: &[u32], mut f: impl FnMut(u32, u32)) {
     }
 }
 
+/// Entries and postings one message may visit while probing for its near duplicates.
+pub const PROBE_BUDGET: usize = 4096;
+
+/// Earlier messages one message may be compared with in full (the multiset Jaccard).
+pub const COMPARE_BUDGET: usize = 256;
+
+/// No entry or posting (the end of a chain).
+const END: u32 = u32::MAX;
+
+/// The postings of one token that belong to one component: its members sharing the token,
+/// chained through [`PrefixIndex::postings`]. `rep` is one of them (the component is found
+/// through it, since components merge after the entry is made).
+#[derive(Clone, Copy)]
+struct Entry {
+    rep: u32,
+    head: u32,
+    tail: u32,
+    /// The token's next entry.
+    next: u32,
+}
+
+/// The inverted index of [`prefix_filter_groups`], in flat buffers (no allocation per token):
+/// token -> its first entry, entries chained per token, one entry per component as far as the
+/// walks have found (two entries of one component are merged when a walk meets them).
+struct PrefixIndex {
+    first: AHashMap<u64, u32>,
+    entries: Vec<Entry>,
+    /// `(member, next posting of the same entry, the token's position among the member's
+    /// tokens)`.
+    postings: Vec<(u32, u32, u32)>,
+    /// Per component root: `(walk, entry)` of the entry that walk met for it.
+    met: Vec<(u64, u32)>,
+    walk: u64,
+    /// Entries and postings visited so far (what [`PROBE_BUDGET`] bounds per message).
+    visits: usize,
+}
+
+impl PrefixIndex {
+    fn new(members: usize) -> Self {
+        PrefixIndex {
+            first: AHashMap::with_capacity(members * 4),
+            entries: Vec::with_capacity(members * 4),
+            postings: Vec::with_capacity(members * 4),
+            met: vec![(0, END); members],
+            walk: 0,
+            visits: 0,
+        }
+    }
+
+    /// Links member `i` with every earlier member that shares `token` (at position `at_i` of
+    /// `i`'s tokens) and passes [`linked`], skipping whole entries of `i`'s component: a member
+    /// of the component `i` has already joined is never visited again, so thousands of mutually
+    /// near-identical messages cost a link each, not a visit of every earlier one.
+    ///
+    /// Positional filter: `i` meets a member first through the first token they share, if they
+    /// can reach the threshold at all (the prefix filter's argument), so their overlap is at
+    /// most what follows that token in either; a pair that cannot reach
+    /// `t / (1 + t) * (|A| + |B|)` shared tokens is not compared. Thousands of messages sharing
+    /// most lines but just below the threshold are then not all compared with each other.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the walk's state, passed apart to borrow it apart"
+    )]
+    fn probe(
+        &mut self,
+        token: u64,
+        at_i: usize,
+        i: usize,
+        members: &[FuzzyMember],
+        threshold: f64,
+        uf: &mut UnionFind,
+        seen: &mut [u32],
+        budget: &mut (usize, usize),
+    ) {
+        let Some(&head) = self.first.get(&token) else {
+            return;
+        };
+        self.walk += 1;
+        let (mut previous, mut at) = (END, head);
+        while at != END {
+            if budget.0 == 0 {
+                return;
+            }
+            budget.0 -= 1;
+            self.visits += 1;
+            let entry = self.entries[at as usize];
+            let root = uf.find(entry.rep as usize);
+            let (walk, met) = self.met[root];
+            let merged = walk == self.walk;
+            if merged {
+                // A second entry of one component: its postings join the first, and it leaves
+                // the chain (`previous` exists: the first entry came before it). Its members
+                // are still checked below: the first entry's were, not these.
+                let kept = &mut self.entries[met as usize];
+                let tail = kept.tail;
+                kept.tail = entry.tail;
+                self.postings[tail as usize].1 = entry.head;
+                self.entries[previous as usize].next = entry.next;
+            } else {
+                self.met[root] = (self.walk, at);
+            }
+            if root != uf.find(i) {
+                let mut p = entry.head;
+                while p != END {
+                    if budget.0 == 0 || budget.1 == 0 {
+                        return;
+                    }
+                    budget.0 -= 1;
+                    self.visits += 1;
+                    let (j, next, at_j) = self.postings[p as usize];
+                    p = next;
+                    let j = j as usize;
+                    if seen[j] == to_u32(i) {
+                        continue;
+                    }
+                    seen[j] = to_u32(i);
+                    if !may_reach(&members[i], at_i, &members[j], at_j as usize, threshold) {
+                        continue;
+                    }
+                    budget.1 -= 1;
+                    if linked(&members[i], &members[j], threshold) {
+                        // The rest of the entry is now `i`'s component.
+                        uf.union(i, j);
+                        break;
+                    }
+                }
+            }
+            if !merged {
+                previous = at;
+            }
+            at = entry.next;
+        }
+    }
+
+    /// Adds member `i` under `token`: into the token's first entry when that is `i`'s
+    /// component, as a new first entry otherwise.
+    fn insert(&mut self, token: u64, at_i: usize, i: usize, uf: &mut UnionFind) {
+        let slot = to_u32(self.postings.len());
+        self.postings.push((to_u32(i), END, to_u32(at_i)));
+        let head = self.first.get(&token).copied();
+        if let Some(head) = head {
+            let entry = self.entries[head as usize];
+            if uf.find(entry.rep as usize) == uf.find(i) {
+                self.postings[entry.tail as usize].1 = slot;
+                self.entries[head as usize].tail = slot;
+                return;
+            }
+        }
+        self.first.insert(token, to_u32(self.entries.len()));
+        self.entries.push(Entry {
+            rep: to_u32(i),
+            head: slot,
+            tail: slot,
+            next: head.unwrap_or(END),
+        });
+    }
+}
+
+/// Whether members `a` and `b`, whose first shared token is at position `at_a` of `a`'s tokens
+/// and `at_b` of `b`'s (rarest first, as [`probe_tokens`] orders them), can still have a
+/// multiset Jaccard of `threshold`: their overlap is at most the tokens from there on in either.
+#[expect(clippy::cast_precision_loss, reason = "line counts far below 2^52")]
+fn may_reach(a: &FuzzyMember, at_a: usize, b: &FuzzyMember, at_b: usize, threshold: f64) -> bool {
+    if threshold <= 0.0 {
+        // Probe tokens are then fingerprint lines, in another order: no bound from positions.
+        return true;
+    }
+    let most = (a.lines - at_a).min(b.lines - at_b);
+    // J >= t  <=>  overlap >= t / (1 + t) * (|a| + |b|); lowered a hair so float error can
+    // only keep a pair.
+    most as f64 >= threshold / (1.0 + threshold) * (a.lines + b.lines) as f64 - 1e-9
+}
+
 /// The match graph through a prefix-filtered inverted index (see the module comment): every
-/// message normalized once, candidate pairs without comparing all pairs.
+/// message normalized once, candidate pairs without comparing all pairs, and members of a
+/// component already joined skipped an entry at a time ([`PrefixIndex::probe`]).
+///
+/// Work per message is bounded: it visits at most [`PROBE_BUDGET`] index entries and postings
+/// and compares at most [`COMPARE_BUDGET`] earlier messages in full (newest first), so no input
+/// makes the pass superlinear. The budgets bind only when thousands of messages share lines
+/// without being near duplicates of each other; a near copy beyond them can then be missed
+/// (never a false match), and it is still found from the other side when it comes later.
 fn prefix_filter_groups<S: Utf16Source>(
     src: &S,
     participants: &[usize],
     threshold: f64,
 ) -> Vec<FuzzyGroup> {
+    prefix_filter_pass(src, participants, threshold).0
+}
+
+/// [`prefix_filter_groups`] and the entries and postings it visited.
+fn prefix_filter_pass<S: Utf16Source>(
+    src: &S,
+    participants: &[usize],
+    threshold: f64,
+) -> (Vec<FuzzyGroup>, usize) {
     let candidates = with_possible_candidates(src, participants);
     let members = build_members(src, &candidates);
     let doc_freq = line_doc_freq(&members);
 
     let mut uf = UnionFind::new(members.len());
-    // Inverted index as linked lists in one buffer: token -> its newest posting; each posting
-    // holds a member and the previous posting of the same token (no allocation per token).
-    let mut newest: AHashMap<u64, u32> = AHashMap::with_capacity(members.len() * 4);
-    let mut postings: Vec<(u32, u32)> = Vec::with_capacity(members.len() * 4);
+    let mut index = PrefixIndex::new(members.len());
     let mut seen = vec![u32::MAX; members.len()];
     for i in 0..members.len() {
         let tokens = probe_tokens(&members[i], threshold, &doc_freq);
-        for token in &tokens {
-            let mut at = newest.get(token).copied().unwrap_or(u32::MAX);
-            while at != u32::MAX {
-                let (j, previous) = postings[at as usize];
-                at = previous;
-                let j = j as usize;
-                if seen[j] == to_u32(i) {
-                    continue;
-                }
-                seen[j] = to_u32(i);
-                if uf.find(i) != uf.find(j) && linked(&members[i], &members[j], threshold) {
-                    uf.union(i, j);
-                }
-            }
+        let mut budget = (PROBE_BUDGET, COMPARE_BUDGET);
+        for (at, &token) in tokens.iter().enumerate() {
+            index.probe(
+                token,
+                at,
+                i,
+                &members,
+                threshold,
+                &mut uf,
+                &mut seen,
+                &mut budget,
+            );
         }
-        for token in tokens {
-            let slot = to_u32(postings.len());
-            let previous = newest.insert(token, slot).unwrap_or(u32::MAX);
-            postings.push((to_u32(i), previous));
+        for (at, &token) in tokens.iter().enumerate() {
+            index.insert(token, at, i, &mut uf);
         }
     }
-    drop((newest, postings));
-
-    into_groups(members, &mut uf)
+    (into_groups(members, &mut uf), index.visits)
 }
 
 #[cfg(test)]
@@ -859,7 +1039,107 @@ mod tests {
         uf.groups(2)
     }
 
+    /// The groups of both paths equal the brute force's, member indices ascending.
+    fn assert_components(texts: &[String], t: f64) -> Result<(), TestCaseError> {
+        let arena = Utf16Arena::from_strs(texts);
+        let all: Vec<usize> = (0..texts.len()).collect();
+        let members = build_members(&arena, &all);
+        let expected: Vec<Vec<usize>> = brute_force(&members, t)
+            .into_iter()
+            .map(|g| g.into_iter().map(|local| members[local].index).collect())
+            .collect();
+        for groups in [
+            prefix_filter_groups(&arena, &all, t),
+            lazy_groups(&arena, &all, t),
+        ] {
+            let got: Vec<Vec<usize>> = groups
+                .iter()
+                .map(|g| g.members.iter().map(|m| m.index).collect())
+                .collect();
+            prop_assert_eq!(&got, &expected);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn mutually_near_identical_messages_are_near_linear() {
+        // 99 shared lines and one of its own each: every pair is linked. Probing used to visit
+        // every earlier member sharing a token (quadratic: ~9 s at 16k); now a component is
+        // skipped an entry at a time. A count of linked() calls would be the sharper check;
+        // this bounds the work loosely through the groups instead (a test never times).
+        let texts: Vec<String> = (0..3000)
+            .map(|i| {
+                (0..100)
+                    .map(|k| {
+                        if k == 99 {
+                            format!("own {i}")
+                        } else {
+                            format!("shared line {k}")
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .collect();
+        let arena = Utf16Arena::from_strs(&texts);
+        let all: Vec<usize> = (0..texts.len()).collect();
+        let (groups, visits) = prefix_filter_pass(&arena, &all, 0.85);
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0].members.len(), 3000);
+        // 16 probe tokens each: a handful of visits per token, not one per earlier message.
+        assert!(visits < 3000 * 16 * 4, "{visits} visits");
+    }
+
+    #[test]
+    fn messages_sharing_lines_below_the_threshold_are_bounded() {
+        // 91 shared lines and 9 of its own each: every pair shares probe lines, and none
+        // reaches 0.85 (91 / 109). The positional filter rules most pairs out without a
+        // comparison, and the budgets bound what is left.
+        let n = 3000;
+        let texts: Vec<String> = (0..n)
+            .map(|i| {
+                (0..100)
+                    .map(|k| {
+                        if k >= 91 {
+                            format!("own {i} {k}")
+                        } else {
+                            format!("shared line {k}")
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .collect();
+        let arena = Utf16Arena::from_strs(&texts);
+        let all: Vec<usize> = (0..n).collect();
+        let (groups, visits) = prefix_filter_pass(&arena, &all, 0.85);
+        assert!(groups.is_empty());
+        assert!(visits <= n * PROBE_BUDGET, "{visits} visits");
+        assert!(
+            visits > n * 100,
+            "the case should exercise the budget: {visits} visits"
+        );
+    }
+
     proptest! {
+        #[test]
+        fn families_of_near_copies_form_the_brute_force_components(
+            // (family, edited line, edit) per message: copies of a few base texts with one line
+            // changed, so components grow by many links and index entries merge.
+            docs in prop::collection::vec((0u8..3, 0usize..10, 0u8..4), 1..80),
+            t in prop::sample::select(vec![0.5, 0.75, 0.85, 0.9]),
+        ) {
+            let texts: Vec<String> = docs.iter()
+                .map(|&(family, at, edit)| {
+                    (0..10)
+                        .map(|k| if k == at { format!("edit-{edit}") } else { format!("f{family}-line-{k}") })
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                })
+                .collect();
+            assert_components(&texts, t)?;
+        }
+
         #[test]
         fn prefix_filter_finds_every_component(
             docs in prop::collection::vec(prop::collection::vec(0u8..8, 2..12), 1..40),
