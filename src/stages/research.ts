@@ -187,6 +187,9 @@ export function canonicalizeUrl(url: string): string {
       .split('&')
       .filter((pair) => pair !== '' && !isUtmName(pair));
     parsed.search = kept.length === 0 ? '' : `?${kept.join('&')}`;
+  } else {
+    // An empty query (`b?`) has `search === ''` but keeps its `?` in `href`: drop it.
+    parsed.search = '';
   }
   const href = parsed.href;
   const tail = parsed.pathname.length + parsed.search.length;

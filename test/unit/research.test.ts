@@ -121,6 +121,11 @@ describe('canonicalizeUrl', () => {
     ['https://example.com/a/?q=1#x', 'https://example.com/a?q=1'],
     ['https://user:Pass@Example.com/a', 'https://user:Pass@example.com/a'],
     ['https://example.com/a//', 'https://example.com/a/'],
+    // An empty query keeps its `?` in href though `search` is '': it used to cut the path short.
+    ['http://a.com/b?', 'http://a.com/b'],
+    ['https://x.com/docs?#frag', 'https://x.com/docs'],
+    ['http://a.com/?', 'http://a.com'],
+    ['https://x.com//docs', 'https://x.com//docs'],
     ['mailto:Someone@Example.com', 'mailto:Someone@Example.com'],
     ['foo://HOST.example/x/', 'foo://host.example/x'],
     ['not a url', 'not a url'],
