@@ -390,7 +390,7 @@ export async function runPipeline<O>(options: PipelineOptions<O>, progress: Pipe
     for (let i = 0; i < result.sessions.length; i++) {
       for (; e < result.errors.length && (result.errors[e] as JobError).after <= i; e++) await failOn(file, result.errors[e] as JobError);
       const more = await options.session(file, result.sessions[i] as SessionResult<O>, data);
-      if (more !== undefined) extra.push(...more);
+      if (more !== undefined) for (const patch of more) extra.push(patch);
       progress.sessionsDone++;
     }
     for (; e < result.errors.length; e++) await failOn(file, result.errors[e] as JobError);

@@ -170,7 +170,8 @@ export function deduplicateWithReportVia<T extends ContextItem>(
   const decisions: RemovedItem<T>[] = [];
   let charsSaved = 0;
   if (!enabled) {
-    kept.push(...scored);
+    // One push per item: spreading hundreds of thousands of arguments overflows the stack.
+    for (const entry of scored) kept.push(entry);
   } else {
     const { contents, scores } = readScored(scored);
     const survivor = survivors(contents, scores, path);

@@ -159,6 +159,9 @@ describe.each(ENGINES)('deduplicate [engine %s]', (engine) => {
       r.kept.forEach((entry, i) => expect(entry).toBe(input[i]));
       expect(r.decisions).toEqual([]);
       expect(r.stats).toEqual({ input: 4, kept: 4, removed: 0, charsSaved: 0 });
+      // As many items as a spread of arguments cannot take (it overflowed the stack).
+      const many = Array.from({ length: 200_000 }, (_, i) => s(`item ${i}`, 1));
+      expect(report(many, { enabled: false }).kept).toHaveLength(200_000);
     });
 
     it('metadata plays no part; survivors keep their own fields', () => {
