@@ -21,11 +21,12 @@ export function rangeError(path: string, problem: string): never {
 export function describe(value: unknown): string {
   if (value === null) return 'null';
   if (value === undefined) return 'undefined';
-  let array = false;
+  let array: boolean;
   try {
     array = Array.isArray(value);
   } catch {
-    // A revoked proxy: `Array.isArray` throws; it is still an object.
+    // A revoked proxy: `Array.isArray` throws, and so does every other operation on it.
+    return 'a revoked proxy';
   }
   if (array) return 'an array';
   return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
@@ -71,14 +72,31 @@ export function show(value: unknown): string {
 
 /** Asserts `value` is an array. */
 export function expectArray(value: unknown, path: string): asserts value is unknown[] {
-  if (!Array.isArray(value)) typeError(path, `must be an array, got ${describe(value)}`);
+  if (!isArray(value)) typeError(path, `must be an array, got ${describe(value)}`);
 }
 
 /** Asserts `value` is a non-null object (not an array). */
 export function expectObject(value: unknown, path: string): asserts value is Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+  if (typeof value !== 'object' || value === null || isArray(value) !== false) {
     typeError(path, `must be an object, got ${describe(value)}`);
   }
+}
+
+/** `Array.isArray(value)`, or `undefined` for a revoked proxy (on which it throws). */
+function isArray(value: unknown): boolean | undefined {
+  try {
+    return Array.isArray(value);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * `Array.isArray(value)`, and `true` for a revoked proxy: for hot loops that call
+ * {@link expectObject} (which names the revoked proxy) only when this is true. @internal
+ */
+export function isArrayOrRevoked(value: unknown): boolean {
+  return isArray(value) !== false;
 }
 
 /** Asserts an optional options argument is an object or undefined. */

@@ -19,6 +19,7 @@ import {
   expectArray,
   expectObject,
   expectOptions,
+  isArrayOrRevoked,
   optionalBoolean,
   optionalNumber,
   optionalStrings,
@@ -261,7 +262,7 @@ function plan(messages: unknown, options: DedupeMessagesOptions | undefined): Pl
     const m: unknown = messages[i];
     // The path is built only for the error: a template literal per message is a measurable
     // share of a call on a short conversation.
-    if (typeof m !== 'object' || m === null || Array.isArray(m)) expectObject(m, `messages[${i}]`);
+    if (typeof m !== 'object' || m === null || isArrayOrRevoked(m)) expectObject(m, `messages[${i}]`);
     const id = (m as Record<string, unknown>)['id'];
     if (typeof id !== 'string') typeError(`messages[${i}].id`, `must be a string (it keys the verbatim map), got ${describe(id)}`);
     // One lookup: the set grows unless the id is already in it.

@@ -6,7 +6,7 @@
 import fc from 'fast-check';
 import { describe as suite, expect, it } from 'vitest';
 import { describe, show } from '../../src/validation.js';
-import { tokenCounter } from '../../src/index.js';
+import { dedupeMessages, tokenCounter } from '../../src/index.js';
 import { IngestIndex } from '../../src/ingest/index.js';
 import { InMemoryStore, MemoryDeduplicator, hashedEmbedding } from '../../src/memory/index.js';
 import { startServer } from '../../src/server/index.js';
@@ -51,7 +51,11 @@ suite('describe and show', () => {
     expect(show(big)).toBe('10n');
     expect(show(nested)).toBe('an object');
     expect(show(cyclic)).toBe('an object');
-    expect(describe(revoked)).toBe('an object');
+    expect(describe(revoked)).toBe('a revoked proxy');
+    // Validation names the path instead of surfacing V8's "Cannot perform 'IsArray' on a proxy".
+    expect(() => dedupeMessages(unsafe(revoked))).toThrow(new TypeError('messages must be an array, got a revoked proxy'));
+    expect(() => dedupeMessages(unsafe([revoked]))).toThrow(new TypeError('messages[0] must be an object, got a revoked proxy'));
+    expect(() => dedupeMessages([], unsafe(revoked))).toThrow(new TypeError('options must be an object, got a revoked proxy'));
     expect(show('a"b')).toBe('"a\\"b"');
     expect(show(Symbol('s'))).toBe('Symbol(s)');
     expect(show({ a: [1, 'x'] })).toBe('{"a":[1,"x"]}');
