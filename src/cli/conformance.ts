@@ -80,6 +80,7 @@ export function addConformanceCommand(program: Command, io: CliIO, setCode: (cod
       const { listSuites, runConformance } = await import('../conformance/index.js');
       const known = listSuites().map((s) => s.name);
       const suites = opts['suite'] as string[] | undefined;
+      if (suites !== undefined && suites.length === 0) throw new UsageError(`--suite names no suite (suites: ${known.join(', ')})`);
       for (const name of suites ?? []) {
         if (!known.includes(name)) throw new UsageError(`unknown suite ${JSON.stringify(name)} (suites: ${known.join(', ')})`);
       }

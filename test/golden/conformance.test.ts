@@ -271,6 +271,10 @@ describe('ctxdedup conformance (CLI)', () => {
     const unknown = await cli(['conformance', '--suite', 'nope']);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toContain('unknown suite "nope"');
+    // An empty list is said as such (it used to blame an --impl that was not given).
+    const nothing = await cli(['conformance', '--suite', '']);
+    expect(nothing.code).toBe(2);
+    expect(nothing.stderr).toContain('--suite names no suite (suites: ');
     const missing = await cli(['conformance', '--impl', join(tmp.dir, 'absent.mjs')]);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain('cannot load --impl');
