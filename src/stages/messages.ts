@@ -101,7 +101,9 @@ export interface DedupeMessagesOptions {
   /**
    * Which copy stays in full. `'latest'` (default, context-compression-engine's rule) keeps the
    * last copy, or the first copy inside the recency window; `'earliest'` keeps the first copy
-   * and replaces later ones, which keeps a prompt-cache prefix stable.
+   * and replaces later ones, which keeps a prompt-cache prefix stable: the output for `x ++ y`
+   * begins with the output for `x`, except with `near` (a later message can join two earlier
+   * ones into one group) or a `recencyWindow` (a message is replaced once it leaves it).
    */
   keep?: 'latest' | 'earliest';
   /** Run the exact pass. Default `true`. */
