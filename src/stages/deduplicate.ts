@@ -83,8 +83,9 @@ export type ScoredPath = 'auto' | 'native';
 /** Validates the input; returns the contents and scores (in bulk, for one native call). */
 function readScored(scored: unknown): { contents: string[]; scores: Float64Array } {
   expectArray(scored, 'scored');
-  const contents = new Array<string>(scored.length);
-  const scores = new Float64Array(scored.length);
+  // Grown as the items are read: a huge holey array fails on its first hole, not on allocation.
+  const contents: string[] = [];
+  const list: number[] = [];
   for (let i = 0; i < scored.length; i++) {
     const entry = scored[i];
     expectObject(entry, `scored[${i}]`);
@@ -95,10 +96,10 @@ function readScored(scored: unknown): { contents: string[]; scores: Float64Array
     const score = entry['score'];
     if (typeof score !== 'number') typeError(`scored[${i}].score`, `must be a number, got ${describe(score)}`);
     if (Number.isNaN(score)) rangeError(`scored[${i}].score`, 'is NaN');
-    contents[i] = content;
-    scores[i] = score;
+    contents.push(content);
+    list.push(score);
   }
-  return { contents, scores };
+  return { contents, scores: Float64Array.from(list) };
 }
 
 /** The same survivor rule as the Rust core, for small batches (the internal fast path). */

@@ -233,7 +233,8 @@ export function dedupeSources<S extends Source>(sources: readonly S[], options?:
   const pruned: PrunedSource<S>[] = [];
   const indices: number[] = [];
   const keys: string[] = [];
-  const all = new Float64Array(sources.length);
+  // Grown as the sources are read: a huge holey array fails on its first hole, not on allocation.
+  const all: number[] = [];
   // An indexed loop, not forEach: a hole is `undefined` at its index and is reported as such.
   for (let i = 0; i < sources.length; i++) {
     const source: unknown = sources[i];
@@ -244,7 +245,7 @@ export function dedupeSources<S extends Source>(sources: readonly S[], options?:
       if (typeof score !== 'number') typeError(`sources[${i}].${credibilityField}`, `must be a number, got ${describe(score)}`);
       if (!Number.isFinite(score)) rangeError(`sources[${i}].${credibilityField}`, `must be finite, got ${score}`);
     }
-    all[i] = (score as number | undefined) ?? 0;
+    all.push((score as number | undefined) ?? 0);
     const url = ownField(source, urlField);
     if (url === undefined || url === null || (typeof url === 'string' && url.trim() === '')) {
       pruned.push({ index: i, source: source as S, reason: 'no-url' });

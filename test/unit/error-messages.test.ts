@@ -6,7 +6,7 @@
 import fc from 'fast-check';
 import { describe as suite, expect, it } from 'vitest';
 import { describe, show } from '../../src/validation.js';
-import { dedupeMessages, tokenCounter } from '../../src/index.js';
+import { dedupeMessages, dedupeSources, deduplicate, tokenCounter } from '../../src/index.js';
 import { IngestIndex } from '../../src/ingest/index.js';
 import { InMemoryStore, MemoryDeduplicator, hashedEmbedding } from '../../src/memory/index.js';
 import { startServer } from '../../src/server/index.js';
@@ -56,6 +56,10 @@ suite('describe and show', () => {
     expect(() => dedupeMessages(unsafe(revoked))).toThrow(new TypeError('messages must be an array, got a revoked proxy'));
     expect(() => dedupeMessages(unsafe([revoked]))).toThrow(new TypeError('messages[0] must be an object, got a revoked proxy'));
     expect(() => dedupeMessages([], unsafe(revoked))).toThrow(new TypeError('options must be an object, got a revoked proxy'));
+    // The longest array, all holes: its first hole is named before anything is allocated.
+    const holes = new Array(2 ** 32 - 1);
+    expect(() => deduplicate(holes)).toThrow(new TypeError('scored[0] must be an object, got undefined'));
+    expect(() => dedupeSources(holes)).toThrow(new TypeError('sources[0] must be an object, got undefined'));
     expect(show('a"b')).toBe('"a\\"b"');
     expect(show(Symbol('s'))).toBe('Symbol(s)');
     expect(show({ a: [1, 'x'] })).toBe('{"a":[1,"x"]}');
