@@ -99,6 +99,16 @@ export function isArrayOrRevoked(value: unknown): boolean {
   return isArray(value) !== false;
 }
 
+/**
+ * Asserts every own key of the options object `o` (at `path`) is one of `known`: a misspelled
+ * option (`kep`, `minchars`) is a TypeError naming it, not silently ignored.
+ */
+export function expectKnownKeys(o: Record<string, unknown>, path: string, known: readonly string[]): void {
+  for (const key of Object.keys(o)) {
+    if (!known.includes(key)) typeError(`${path}.${key}`, `is not an option here (options: ${known.join(', ')})`);
+  }
+}
+
 /** Asserts an optional options argument is an object or undefined. */
 export function expectOptions(value: unknown, path = 'options'): void {
   if (value !== undefined) expectObject(value, path);

@@ -5,7 +5,7 @@
  * messages, decisions and markers, and expands a rewritten conversation from its output alone.
  * @module
  */
-import { aliased, describe, expectArray, expectObject, optionalNumber, rangeError, setOwn, show, typeError } from '../validation.js';
+import { aliased, describe, expectArray, expectKnownKeys, expectObject, optionalNumber, rangeError, setOwn, show, typeError } from '../validation.js';
 import type { NativeBlockOptions, NativeBlocks, TemplateKind } from '../native.js';
 import { native } from '../native.js';
 import { utf16 } from './message-analysis.js';
@@ -168,6 +168,7 @@ export function resolveBlockOptions(
     );
   }
   const o = (option === true ? {} : option) as Record<string, unknown>;
+  expectKnownKeys(o, 'options.blocks', ['minLines', 'minChars', 'minRunChars', 'lineNumbers', 'lookback', 'reference', 'numberedReference']);
   const own = (key: string): unknown => (Object.hasOwn(o, key) ? o[key] : undefined);
   const lineNumbers = own('lineNumbers') ?? 'auto';
   if (lineNumbers !== 'auto' && lineNumbers !== 'off') typeError('options.blocks.lineNumbers', `must be 'auto' or 'off', got ${show(lineNumbers)}`);

@@ -13,7 +13,7 @@
  * lives in bench/reference/stage3.ts.
  * @module
  */
-import { describe, expectArray, expectObject, expectOptions, optionalBoolean, rangeError, typeError } from '../validation.js';
+import { describe, expectArray, expectKnownKeys, expectObject, expectOptions, optionalBoolean, rangeError, typeError } from '../validation.js';
 import { native } from '../native.js';
 import { deprecatedAlias } from '../deprecated.js';
 
@@ -121,6 +121,7 @@ function survivors(contents: string[], scores: Float64Array, path: ScoredPath): 
 
 function readOptions(options: DeduplicateOptions | undefined): Required<DeduplicateOptions> {
   expectOptions(options);
+  if (options !== undefined) expectKnownKeys(options as Record<string, unknown>, 'options', ['enabled']);
   return { enabled: optionalBoolean(options?.enabled, 'options.enabled', true) };
 }
 

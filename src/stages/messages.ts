@@ -18,6 +18,7 @@ import {
   describe,
   expectArray,
   expectObject,
+  expectKnownKeys,
   expectOptions,
   isArrayOrRevoked,
   optionalBoolean,
@@ -95,6 +96,21 @@ export const DEFAULT_TEMPLATES: Readonly<Record<MatchKind, string>> & {
   'fuzzy',
   '[ctxdedup: near-duplicate of {keepId} — {chars} chars, ~{percent}% match]',
 ) as Readonly<Record<MatchKind, string>> & { readonly fuzzy: string };
+
+/** The option names {@link dedupeMessages} takes. */
+const MESSAGE_OPTIONS = [
+  'keep',
+  'exact',
+  'near',
+  'fuzzy',
+  'threshold',
+  'minChars',
+  'preserve',
+  'recencyWindow',
+  'skipPrefixes',
+  'reference',
+  'blocks',
+] as const satisfies readonly (keyof DedupeMessagesOptions)[];
 
 /** Options of {@link dedupeMessages}. */
 export interface DedupeMessagesOptions {
@@ -258,6 +274,7 @@ function plan(messages: unknown, options: DedupeMessagesOptions | undefined): Pl
   expectArray(messages, 'messages');
   expectOptions(options);
   const o = (options ?? {}) as Record<string, unknown>;
+  expectKnownKeys(o, 'options', MESSAGE_OPTIONS);
   const seen = new Set<string>();
   const ids = new Array<string>(messages.length);
   for (let i = 0; i < messages.length; i++) {

@@ -10,7 +10,7 @@
  * surrogates included). Keys shorter than `minChars` UTF-16 code units never deduplicate.
  * @module
  */
-import { describe, expectArray, expectObject, expectOptions, optionalBoolean, optionalNumber, rangeError, typeError } from '../validation.js';
+import { describe, expectArray, expectKnownKeys, expectObject, expectOptions, optionalBoolean, optionalNumber, rangeError, typeError } from '../validation.js';
 import { native } from '../native.js';
 import { deprecatedAlias } from '../deprecated.js';
 import { resolveTokenCounter, type TokenCounterOption } from '../tokens.js';
@@ -226,6 +226,7 @@ export function dedupeSources<S extends Source>(sources: readonly S[], options?:
   expectArray(sources, 'sources');
   expectOptions(options);
   const o = (options ?? {}) as Record<string, unknown>;
+  expectKnownKeys(o, 'options', ['credibilityField', 'urlField', 'canonicalizeUrls']);
   const credibilityField = readField(o, 'credibilityField', 'credibility_score');
   const urlField = readField(o, 'urlField', 'url');
   const canonical = optionalBoolean(o['canonicalizeUrls'], 'options.canonicalizeUrls', false);
@@ -301,6 +302,7 @@ export function dedupeFindings(findings: readonly string[], options?: DedupeFind
   }
   expectOptions(options);
   const o = (options ?? {}) as Record<string, unknown>;
+  expectKnownKeys(o, 'options', ['minChars', 'countTokens']);
   const minChars = optionalNumber(o['minChars'], 'options.minChars', 20, { min: 0, max: 2 ** 32 - 1, integer: true });
   const count = resolveTokenCounter(o['countTokens'], 'options.countTokens');
 

@@ -6,7 +6,7 @@
 import fc from 'fast-check';
 import { describe as suite, expect, it } from 'vitest';
 import { describe, show } from '../../src/validation.js';
-import { dedupeMessages, dedupeSources, deduplicate, tokenCounter } from '../../src/index.js';
+import { dedupeFindings, dedupeMessages, dedupeSources, deduplicate, type Message, tokenCounter } from '../../src/index.js';
 import { IngestIndex } from '../../src/ingest/index.js';
 import { InMemoryStore, MemoryDeduplicator, hashedEmbedding } from '../../src/memory/index.js';
 import { startServer } from '../../src/server/index.js';
@@ -53,9 +53,15 @@ suite('describe and show', () => {
     expect(show(cyclic)).toBe('an object');
     expect(describe(revoked)).toBe('a revoked proxy');
     // Validation names the path instead of surfacing V8's "Cannot perform 'IsArray' on a proxy".
-    expect(() => dedupeMessages(unsafe(revoked))).toThrow(new TypeError('messages must be an array, got a revoked proxy'));
-    expect(() => dedupeMessages(unsafe([revoked]))).toThrow(new TypeError('messages[0] must be an object, got a revoked proxy'));
+    expect(() => dedupeMessages(unsafe<Message[]>(revoked))).toThrow(new TypeError('messages must be an array, got a revoked proxy'));
+    expect(() => dedupeMessages(unsafe<Message[]>([revoked]))).toThrow(new TypeError('messages[0] must be an object, got a revoked proxy'));
     expect(() => dedupeMessages([], unsafe(revoked))).toThrow(new TypeError('options must be an object, got a revoked proxy'));
+    // A misspelled option is named, not silently ignored (keep 'latest' applied instead of 'earliest').
+    expect(() => dedupeMessages([], unsafe({ kep: 'earliest' }))).toThrow(/^options\.kep is not an option here \(options: keep, exact, near/);
+    expect(() => dedupeMessages([], unsafe({ keep: 'earliest', blocks: { minLine: 3 } }))).toThrow(/^options\.blocks\.minLine is not an option here/);
+    expect(() => deduplicate([], unsafe({ enable: false }))).toThrow(new TypeError('options.enable is not an option here (options: enabled)'));
+    expect(() => dedupeSources([], unsafe({ url_field: 'link' }))).toThrow(/^options\.url_field is not an option here/);
+    expect(() => dedupeFindings([], unsafe({ minchars: 3 }))).toThrow(/^options\.minchars is not an option here/);
     // The longest array, all holes: its first hole is named before anything is allocated.
     const holes = new Array(2 ** 32 - 1);
     expect(() => deduplicate(holes)).toThrow(new TypeError('scored[0] must be an object, got undefined'));
