@@ -136,7 +136,7 @@ export interface IngestIndexOptions {
   asyncThreshold?: number;
   /** @deprecated Batches are always hashed natively; only `'native'` is accepted (the pure-JS baseline moved to bench/). */
   hashing?: Hashing;
-  /** Key prefix for the Redis store. Default `ctxdedup:ingest:`. */
+  /** Key prefix for the Redis store, a string (validated whatever the store). Default `ctxdedup:ingest:`. */
   redisKeyPrefix?: string;
   /**
    * Settings of the SQLite store: `synchronous: 'full'` (default; acknowledged entries survive
@@ -225,6 +225,9 @@ export class IngestIndex {
     }
     if (options.now !== undefined && typeof options.now !== 'function') {
       typeError('options.now', `must be a function, got ${describe(options.now)}`);
+    }
+    if (options.redisKeyPrefix !== undefined && typeof options.redisKeyPrefix !== 'string') {
+      typeError('options.redisKeyPrefix', `must be a string, got ${describe(options.redisKeyPrefix)}`);
     }
     const spec = options.store ?? DEFAULT_STORE;
     let store: IngestStore;

@@ -81,16 +81,62 @@ interface WindowEntry {
   addedMs: number;
 }
 
-/** One namespace's window, oldest first. */
-class NamespaceWindow {
-  entries: WindowEntry[] = [];
+/** Dropped slots at the head of a window's array before it is compacted. */
+const COMPACT_MIN_HEAD = 1024;
+
+/**
+ * One namespace's window, oldest first: an array with a head index. Dropping the oldest entry
+ * clears its slot and moves the head (O(1)); the array is compacted once the dropped slots are at
+ * least half of it, so compaction costs O(1) amortized per drop too (`Array.prototype.shift` would
+ * move every remaining entry on each drop: quadratic when a large window evicts many items).
+ */
+export class NamespaceWindow {
+  #slots: (WindowEntry | undefined)[] = [];
+  #head = 0;
   ids = new Set<string>();
   units = 0;
 
+  /** Entries held. */
+  get length(): number {
+    return this.#slots.length - this.#head;
+  }
+
+  /** The oldest entry, if any. */
+  oldest(): WindowEntry | undefined {
+    return this.#slots[this.#head];
+  }
+
+  /** Appends the newest entry. */
+  push(entry: WindowEntry): void {
+    this.#slots.push(entry);
+    this.ids.add(entry.id);
+    this.units += entry.content.length;
+  }
+
+  /** The entries, oldest first, that `keep` accepts (a new array). */
+  filter(keep: (entry: WindowEntry) => boolean): WindowEntry[] {
+    const out: WindowEntry[] = [];
+    for (let i = this.#head; i < this.#slots.length; i++) {
+      const entry = this.#slots[i]!;
+      if (keep(entry)) out.push(entry);
+    }
+    return out;
+  }
+
   /** Drops the oldest entry; returns the units freed. */
   dropOldest(): number {
-    const entry = this.entries.shift();
+    const entry = this.#slots[this.#head];
     if (entry === undefined) return 0;
+    // Cleared, so that the dropped content can be garbage-collected before the next compaction.
+    this.#slots[this.#head] = undefined;
+    this.#head++;
+    if (this.#head === this.#slots.length) {
+      this.#slots = [];
+      this.#head = 0;
+    } else if (this.#head >= COMPACT_MIN_HEAD && this.#head * 2 >= this.#slots.length) {
+      this.#slots = this.#slots.slice(this.#head);
+      this.#head = 0;
+    }
     this.ids.delete(entry.id);
     this.units -= entry.content.length;
     return entry.content.length;
@@ -114,7 +160,7 @@ export class NearWindows {
 
   /** Items held in `namespace`'s window (for tests and diagnostics). */
   size(namespace: string): number {
-    return this.#windows.get(namespace)?.entries.length ?? 0;
+    return this.#windows.get(namespace)?.length ?? 0;
   }
 
   /** Content held by all windows, in UTF-16 code units. */
@@ -161,7 +207,9 @@ export class NearWindows {
       this.#windows.set(namespace, window);
     }
     if (ttlMs !== undefined) {
-      while (window.entries.length > 0 && window.entries[0]!.addedMs + ttlMs <= nowMs) this.#units -= window.dropOldest();
+      for (let oldest = window.oldest(); oldest !== undefined && oldest.addedMs + ttlMs <= nowMs; oldest = window.oldest()) {
+        this.#units -= window.dropOldest();
+      }
     }
     // A candidate whose id is already in the window, or repeats the id of an earlier candidate,
     // is a retry: it stays new, is compared with nothing and is no candidate for others.
@@ -172,7 +220,7 @@ export class NearWindows {
       seen.add(c.id);
     });
     // A copy: the window itself grows below.
-    const targets = window.entries.filter((e) => ttlMs === undefined || e.addedMs + ttlMs > nowMs);
+    const targets = window.filter((e) => ttlMs === undefined || e.addedMs + ttlMs > nowMs);
     const windowContents = targets.map((e) => e.content);
     const batch = candidates.map((c) => c.content);
     let units = 0;
@@ -189,9 +237,7 @@ export class NearWindows {
       if (target < 0) {
         const c = candidates[i]!;
         if (exclude[i] === 0) {
-          window.entries.push({ id: c.id, content: c.content, addedMs: nowMs });
-          window.ids.add(c.id);
-          window.units += c.content.length;
+          window.push({ id: c.id, content: c.content, addedMs: nowMs });
           this.#units += c.content.length;
         }
         continue;
@@ -199,7 +245,7 @@ export class NearWindows {
       const duplicateOf = target < targets.length ? targets[target]!.id : candidates[target - targets.length]!.id;
       hits[i] = { duplicateOf, similarity: found.similarity[i]! };
     }
-    while (window.entries.length > settings.window) this.#units -= window.dropOldest();
+    while (window.length > settings.window) this.#units -= window.dropOldest();
     // Most recently used last; over the memory bound, the least recently used windows shrink first.
     this.#windows.delete(namespace);
     this.#windows.set(namespace, window);
@@ -210,8 +256,8 @@ export class NearWindows {
   #evict(): void {
     for (const [name, window] of this.#windows) {
       if (this.#units <= this.#maxUnits) return;
-      while (window.entries.length > 0 && this.#units > this.#maxUnits) this.#units -= window.dropOldest();
-      if (window.entries.length === 0) this.#windows.delete(name);
+      while (window.length > 0 && this.#units > this.#maxUnits) this.#units -= window.dropOldest();
+      if (window.length === 0) this.#windows.delete(name);
     }
   }
 }

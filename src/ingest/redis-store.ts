@@ -3,13 +3,16 @@
  *
  * One key per (namespace, content): `<prefix>{<namespace>}:<sha256>` holding the id that claimed
  * it, with a `PX` expiry when the namespace has a TTL. A batch is one `EVALSHA` of a small Lua
- * script (one round trip, whatever the batch size): for each content it returns the recorded id,
- * or records the new one. Redis runs a script atomically, so two instances racing on the same
- * content get exactly one claim, and a batch is never interleaved with another. Metadata is not
+ * script (one round trip, whatever the batch size, up to the index's `maxBatchItems` and beyond):
+ * for each content it returns the recorded id, or records the new one. Redis runs a script
+ * atomically, so two instances racing on the same content get exactly one claim, and a batch is
+ * never interleaved with another. The keys and ids go to the script as arrays (never spread into
+ * one JavaScript call, whose argument count the engine's stack bounds: about 60,000 items). Metadata is not
  * stored in Redis. Durability is Redis's own (configure AOF for it).
  * @module
  */
 import { Redis } from 'ioredis';
+import { describe, typeError } from '../validation.js';
 import type { ClaimOptions, ClaimRequest, IngestStore } from './store.js';
 
 /** Default key prefix. */
@@ -34,7 +37,11 @@ end
 return out
 `;
 
-type ClaimCommand = (numKeys: number, ...args: string[]) => Promise<string[]>;
+/**
+ * The script as ioredis defines it: `numKeys`, then the keys and the other arguments. ioredis
+ * flattens array arguments into the command, so a batch of any size is passed as two arrays.
+ */
+type ClaimCommand = (numKeys: number, keys: readonly string[], ttl: string, ids: readonly string[]) => Promise<string[]>;
 
 /** The ingestion index in Redis. */
 export class RedisStore implements IngestStore {
@@ -49,10 +56,13 @@ export class RedisStore implements IngestStore {
   }
 
   /**
-   * Connects to `url` (`redis://host:port[/db]`, `rediss://…` for TLS).
+   * Connects to `url` (`redis://host:port[/db]`, `rediss://…` for TLS). Keys are
+   * `<prefix>{<namespace>}:<sha256>`.
+   * @throws TypeError if `prefix` is not a string.
    * @throws Error if Redis cannot be reached.
    */
   static async connect(url: string, prefix = DEFAULT_REDIS_PREFIX): Promise<RedisStore> {
+    if (typeof prefix !== 'string') typeError('prefix', `must be a string, got ${describe(prefix)}`);
     let ready = false;
     const client = new Redis(url, {
       lazyConnect: true,
@@ -82,7 +92,8 @@ export class RedisStore implements IngestStore {
     const ids = requests.map((r) => r.id);
     const ttl = ttlMs === undefined ? '' : String(Math.max(1, Math.ceil(ttlMs)));
     const claim = (this.#client as unknown as { ctxdedupClaim: ClaimCommand }).ctxdedupClaim;
-    const owners = await claim.call(this.#client, keys.length, ...keys, ttl, ...ids);
+    // Arrays, not spread arguments: a spread of 2n + 2 values overflows the stack near n = 60,000.
+    const owners = await claim.call(this.#client, keys.length, keys, ttl, ids);
     return owners.map((owner) => (owner === '' ? null : owner));
   }
 

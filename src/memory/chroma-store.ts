@@ -42,6 +42,7 @@ import type { AuditEntry, AuditLog, AuditRecord } from './audit.js';
 import type { MemoryStore, NearestMemory, StoredMemory } from './store.js';
 import { show } from '../validation.js';
 import { importPeer } from '../optional.js';
+import { expectNearestK, expectVector } from './validate.js';
 
 /** Where {@link ChromaMemoryStore.connect} goes when no URL is given (Chroma's default port). */
 export const DEFAULT_CHROMA_URL = 'http://127.0.0.1:8000';
@@ -235,7 +236,7 @@ export class ChromaMemoryStore implements MemoryStore {
 
   async nearest(vector: Float32Array, k: number): Promise<NearestMemory[]> {
     expectVector(vector, 'vector');
-    if (typeof k !== 'number' || !Number.isInteger(k) || k < 0) throw new RangeError(`k must be a non-negative integer, got ${show(k)}`);
+    expectNearestK(k);
     this.#checkOpen();
     if (k === 0) return [];
     const query = Array.from(vector);
@@ -569,14 +570,6 @@ function cosine(a: Float32Array, b: Float32Array): number {
 function expectId(id: unknown, path: string): asserts id is string {
   if (typeof id !== 'string' || id.length === 0) throw new TypeError(`${path} must be a non-empty string`);
   if (!id.isWellFormed()) throw new TypeError(`${path} contains a lone surrogate, which Chroma cannot store`);
-}
-
-function expectVector(vector: unknown, path: string): asserts vector is Float32Array {
-  if (!(vector instanceof Float32Array)) throw new TypeError(`${path} must be a Float32Array`);
-  if (vector.length === 0) throw new RangeError(`${path} is empty`);
-  for (let i = 0; i < vector.length; i++) {
-    if (!Number.isFinite(vector[i]!)) throw new RangeError(`${path}[${i}] is ${show(vector[i])}`);
-  }
 }
 
 /** Splits `http(s)://host:port` into what the Chroma client takes. */

@@ -35,6 +35,30 @@ function reaches(similarity: number, threshold: number): boolean {
   return similarity >= threshold - SIMILARITY_TOLERANCE;
 }
 
+/**
+ * Longest stretch of work, in milliseconds, that `addBatch` and `dedupeAll` do before letting the
+ * event loop run (timers, I/O) again. The embedded stores do their work synchronously inside
+ * their async methods, so without these pauses a large batch would hold the loop for its whole
+ * duration.
+ */
+const YIELD_AFTER_MS = 8;
+
+/** Resolves on a later turn of the event loop, after pending timers and I/O callbacks. */
+function yieldToEventLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+/** Calls `pause()` (a turn of the event loop) once at least {@link YIELD_AFTER_MS} have passed since the last one. */
+class Pacer {
+  #since = performance.now();
+
+  async pause(): Promise<void> {
+    if (performance.now() - this.#since < YIELD_AFTER_MS) return;
+    await yieldToEventLoop();
+    this.#since = performance.now();
+  }
+}
+
 /** What `merge` gets: the memories oldest to newest, and a ready prompt for an LLM. */
 export interface MergeContext {
   /** All memories to merge, oldest first (two at write time; a whole cluster in batch mode). */
@@ -92,9 +116,12 @@ export interface MemoryDeduplicatorOptions {
   /** When false, every memory is inserted as is. Default true. */
   enabled?: boolean;
   logger?: MemoryLogger;
-  /** Where replaced memories are kept. Default: the store's own (`store.audit`), else in memory. */
+  /**
+   * Where replaced memories are kept: an object with `record`, `list` and `markUndone`. Default:
+   * the store's own (`store.audit`), else in memory.
+   */
   audit?: AuditLog;
-  /** Clock for audit entries (tests). Default `Date.now`. */
+  /** Clock for audit entries, ms since the epoch (tests). A function; default `Date.now`. */
   now?: () => number;
 }
 
@@ -214,7 +241,12 @@ export class MemoryDeduplicator {
   #log: (event: MemoryDedupEvent, level: 'info' | 'warn') => void;
   #audit: AuditLog;
   #now: () => number;
+  /** Tail of the chain of writes: they run one at a time, in call order. */
+  #queue: Promise<unknown> = Promise.resolve();
 
+  /**
+   * @throws TypeError / RangeError naming the bad option (`options.audit.list must be a function`).
+   */
   constructor(options: MemoryDeduplicatorOptions) {
     expectObject(options, 'options');
     const { store, embed, merge, logger } = options;
@@ -235,9 +267,26 @@ export class MemoryDeduplicator {
     }
     this.enabled = optionalBoolean(options.enabled, 'options.enabled', true);
     this.#log = toLogFunction(logger);
+    if (options.audit !== undefined) {
+      expectObject(options.audit, 'options.audit');
+      for (const method of ['record', 'list', 'markUndone'] as const) {
+        if (typeof options.audit[method] !== 'function') typeError(`options.audit.${method}`, 'must be a function');
+      }
+    }
+    if (options.now !== undefined && typeof options.now !== 'function') typeError('options.now', `must be a function, got ${describe(options.now)}`);
     const storeAudit = (store as Partial<{ audit: AuditLog }>).audit;
     this.#audit = options.audit ?? storeAudit ?? new InMemoryAuditLog();
     this.#now = options.now ?? Date.now;
+  }
+
+  /**
+   * Runs `task` after every write queued before it (and before every one queued after it), so
+   * that each decision sees the store as the previous write left it.
+   */
+  #serialized<T>(task: () => Promise<T>): Promise<T> {
+    const run = this.#queue.then(task);
+    this.#queue = run.catch(() => undefined);
+    return run;
   }
 
   /**
@@ -253,8 +302,14 @@ export class MemoryDeduplicator {
    * Writes several memories in order, each checked against the store, which by then holds the
    * earlier memories of the batch: so the new memories are compared with each other too. The
    * whole batch is validated (each memory, holes included; ids unique within the batch and not
-   * already in the store) and embedded (one `embed` call) before the first write, so bad input
-   * writes nothing and records nothing in the audit log.
+   * already in the store; metadata plain JSON) and embedded (one `embed` call) before the first
+   * write, so bad input writes nothing and records nothing in the audit log.
+   *
+   * Writes through one deduplicator (`addBatch`, `checkAndMerge`, `dedupeAll`, `undo`) run one at
+   * a time, in call order, so concurrent calls never decide on a stale store: a memory merged by
+   * one call is seen (and audited when overwritten) by the next. Embedding runs before a call
+   * takes its turn, so concurrent calls still embed in parallel. A large batch lets the event loop
+   * run every few milliseconds while it writes.
    * @throws TypeError / RangeError naming the offending memory (`memories[2].id "x" is already in
    *   the store`). A store that fails part-way rejects with its error; the memories written before
    *   it stay written (and audited as usual).
@@ -268,15 +323,25 @@ export class MemoryDeduplicator {
       seen.add(id);
     }
     if (clean.length === 0) return [];
-    // An id the store holds would make its `add` fail after the earlier memories were written.
-    for (let i = 0; i < clean.length; i++) {
-      const id = clean[i]!.id;
-      if ((await this.store.get(id)) !== undefined) rangeError(`memories[${i}].id`, `${JSON.stringify(id)} is already in the store`);
-    }
-    const vectors = validateEmbeddings(await this.#embed(clean.map((m) => m.content)), clean.length, undefined);
-    const results: WriteResult[] = [];
-    for (let i = 0; i < clean.length; i++) results.push(await this.#write({ ...clean[i]!, embedding: vectors[i]! }));
-    return results;
+    const texts = clean.map((m) => m.content);
+    const embedded = (async () => this.#embed(texts))();
+    // Awaited (and its error reported) once the batch's turn comes; not an unhandled rejection meanwhile.
+    embedded.catch(() => undefined);
+    return this.#serialized(async () => {
+      // An id the store holds would make its `add` fail after the earlier memories were written.
+      for (let i = 0; i < clean.length; i++) {
+        const id = clean[i]!.id;
+        if ((await this.store.get(id)) !== undefined) rangeError(`memories[${i}].id`, `${JSON.stringify(id)} is already in the store`);
+      }
+      const vectors = validateEmbeddings(await embedded, clean.length, undefined);
+      const results: WriteResult[] = [];
+      const pacer = new Pacer();
+      for (let i = 0; i < clean.length; i++) {
+        results.push(await this.#write({ ...clean[i]!, embedding: vectors[i]! }));
+        if (i + 1 < clean.length) await pacer.pause();
+      }
+      return results;
+    });
   }
 
   async #write(incoming: StoredMemory): Promise<WriteResult> {
@@ -406,7 +471,9 @@ export class MemoryDeduplicator {
   }
 
   async #record(action: AuditEntry['action'], memory: StoredMemory, replacedBy: string, similarity: number | null): Promise<void> {
-    await this.#audit.record({ at: this.#now(), action, memory: copyMemory(memory), replacedBy, similarity });
+    const at: unknown = this.#now();
+    if (typeof at !== 'number' || !Number.isFinite(at)) typeError('options.now()', `must return a finite number (ms since the epoch), got ${show(at)}`);
+    await this.#audit.record({ at, action, memory: copyMemory(memory), replacedBy, similarity });
   }
 
   /**
@@ -414,7 +481,8 @@ export class MemoryDeduplicator {
    * main thread) and deduplicates each cluster: all pairs ≥ upper keeps the newest member;
    * otherwise the members are merged (or left alone without a merge function). Both bounds are
    * decided within {@link SIMILARITY_TOLERANCE}, as at write time. `dryRun` reports exactly the
-   * clusters and actions a real run would take, and changes nothing.
+   * clusters and actions a real run would take, and changes nothing. Runs in turn with the other
+   * writes of this deduplicator (see {@link MemoryDeduplicator.addBatch}).
    */
   async dedupeAll(options: DedupeAllOptions = {}): Promise<BatchReport> {
     expectOptions(options);
@@ -422,6 +490,10 @@ export class MemoryDeduplicator {
     const linkage = options.linkage ?? 'single';
     if (typeof linkage !== 'string') typeError('options.linkage', `must be 'single' or 'complete', got ${show(linkage)}`);
     if (linkage !== 'single' && linkage !== 'complete') rangeError('options.linkage', `must be 'single' or 'complete', got ${show(linkage)}`);
+    return this.#serialized(() => this.#dedupeAll(dryRun, linkage));
+  }
+
+  async #dedupeAll(dryRun: boolean, linkage: 'single' | 'complete'): Promise<BatchReport> {
     const all = (await this.store.list()).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     const report: BatchReport = {
       dryRun,
@@ -441,7 +513,9 @@ export class MemoryDeduplicator {
       matrix.set(m.embedding, i * dim);
     });
     const found = await native.cosineClustersAsync(matrix, dim, this.lowerThreshold - SIMILARITY_TOLERANCE, linkage);
+    const pacer = new Pacer();
     for (let c = 0; c + 1 < found.offsets.length; c++) {
+      if (c > 0) await pacer.pause();
       const members = oldestFirst(Array.from(found.members.subarray(found.offsets[c]!, found.offsets[c + 1]!), (i) => all[i]!));
       const minSimilarity = found.minSimilarity[c]!;
       const newest = members[members.length - 1]!;
@@ -497,10 +571,14 @@ export class MemoryDeduplicator {
    * re-added if it was deleted, or written back over what is stored under its id now (the merged
    * version, when a merge was stored under this id; the other memories of that merge stay in the
    * audit log, each restorable by its own id). Memories stored under other ids are left as is.
-   * Rejects if there is nothing to restore.
+   * Rejects if there is nothing to restore. Runs in turn with the other writes of this deduplicator.
    */
   async undo(id: string): Promise<Memory> {
     if (typeof id !== 'string') typeError('id', `must be a string, got ${describe(id)}`);
+    return this.#serialized(() => this.#undo(id));
+  }
+
+  async #undo(id: string): Promise<Memory> {
     const entries = await this.#audit.list();
     const entry = entries.reverse().find((e) => e.memory.id === id && !e.undone);
     if (entry === undefined) throw new RangeError(`ctxdedup: no audited version of memory ${JSON.stringify(id)} to restore`);

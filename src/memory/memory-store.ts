@@ -4,7 +4,7 @@
  * @module
  */
 import type { MemoryStore, NearestMemory, StoredMemory } from './store.js';
-import { copyMemory } from './validate.js';
+import { copyMemory, expectNearestK, expectVector } from './validate.js';
 import { VectorIndex } from './vector-index.js';
 
 /** A process-local {@link MemoryStore}. Values are copied in and out, never shared. */
@@ -13,13 +13,20 @@ export class InMemoryStore implements MemoryStore {
   #memories = new Map<string, StoredMemory>();
   #index = new VectorIndex();
 
+  /**
+   * @throws RangeError (before anything changes) if the embedding has a non-finite component or
+   *   another dimension than the stored ones; TypeError if it is not a `Float32Array`.
+   */
   async add(memory: StoredMemory): Promise<void> {
+    expectVector(memory.embedding, 'memory.embedding');
     if (this.#memories.has(memory.id)) throw new Error(`ctxdedup: memory ${JSON.stringify(memory.id)} already exists`);
     this.#index.set(memory.id, memory.embedding);
     this.#memories.set(memory.id, copyMemory(memory));
   }
 
+  /** Validates the embedding as {@link InMemoryStore.add} does. */
   async update(memory: StoredMemory): Promise<void> {
+    expectVector(memory.embedding, 'memory.embedding');
     if (!this.#memories.has(memory.id)) throw new Error(`ctxdedup: memory ${JSON.stringify(memory.id)} does not exist`);
     this.#index.set(memory.id, memory.embedding);
     this.#memories.set(memory.id, copyMemory(memory));
@@ -39,7 +46,13 @@ export class InMemoryStore implements MemoryStore {
     return Array.from(this.#memories.values(), copyMemory);
   }
 
+  /**
+   * @throws TypeError if `vector` is not a `Float32Array` or `k` not a number; RangeError if a
+   *   component of `vector` is not finite or `k` is not a non-negative integer.
+   */
   async nearest(vector: Float32Array, k: number): Promise<NearestMemory[]> {
+    expectVector(vector, 'vector');
+    expectNearestK(k);
     return this.#index.nearest(vector, k).map(({ id, similarity }) => ({ memory: copyMemory(this.#memories.get(id)!), similarity }));
   }
 

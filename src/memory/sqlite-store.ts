@@ -12,7 +12,7 @@
 import type Database from 'better-sqlite3';
 import { describe, typeError } from '../validation.js';
 import { requirePeer } from '../optional.js';
-import { LONE_SURROGATE } from './validate.js';
+import { LONE_SURROGATE, expectNearestK, expectVector } from './validate.js';
 import type { AuditEntry, AuditLog, AuditRecord } from './audit.js';
 import type { MemoryStore, NearestMemory, StoredMemory } from './store.js';
 import { VectorIndex } from './vector-index.js';
@@ -166,8 +166,13 @@ export class SqliteMemoryStore implements MemoryStore {
     if (!this.#db.open) throw new Error(`ctxdedup: the SQLite memory store ${this.path} is closed`);
   }
 
+  /**
+   * @throws RangeError (before anything is written) if the embedding has a non-finite component or
+   *   another dimension than the stored ones; TypeError if it is not a `Float32Array`.
+   */
   async add(memory: StoredMemory): Promise<void> {
     this.#open();
+    expectVector(memory.embedding, 'memory.embedding');
     this.#index.check(memory.embedding, 'embedding');
     const row = columns(memory);
     if (this.#stmt.get.get(memory.id) !== undefined) throw new Error(`ctxdedup: memory ${JSON.stringify(memory.id)} already exists`);
@@ -175,8 +180,10 @@ export class SqliteMemoryStore implements MemoryStore {
     this.#index.set(memory.id, memory.embedding);
   }
 
+  /** Validates the embedding as {@link SqliteMemoryStore.add} does. */
   async update(memory: StoredMemory): Promise<void> {
     this.#open();
+    expectVector(memory.embedding, 'memory.embedding');
     this.#index.check(memory.embedding, 'embedding');
     const [id, content, timestamp, metadata, embedding] = columns(memory);
     if (this.#stmt.update.run(content, timestamp, metadata, embedding, id).changes === 0) {
@@ -203,8 +210,14 @@ export class SqliteMemoryStore implements MemoryStore {
     return this.#stmt.all.all().map(fromRow);
   }
 
+  /**
+   * @throws TypeError if `vector` is not a `Float32Array` or `k` not a number; RangeError if a
+   *   component of `vector` is not finite or `k` is not a non-negative integer.
+   */
   async nearest(vector: Float32Array, k: number): Promise<NearestMemory[]> {
     this.#open();
+    expectVector(vector, 'vector');
+    expectNearestK(k);
     return this.#index.nearest(vector, k).map(({ id, similarity }) => ({ memory: fromRow(this.#stmt.get.get(id)!), similarity }));
   }
 

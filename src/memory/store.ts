@@ -15,13 +15,20 @@ export interface Memory {
    * is the newer one; a memory without a timestamp counts as older than any with one.
    */
   timestamp?: number | undefined;
-  /** Free-form JSON-serializable metadata, kept verbatim (e.g. `{ speaker, intensity }`). */
+  /**
+   * Free-form metadata, kept verbatim (e.g. `{ speaker, intensity }`): a plain JSON object of
+   * JSON values. The deduplicator refuses values JSON would change (NaN, `undefined`, a `Date` or
+   * anything with `toJSON`, class instances, holes, cycles) rather than coercing them.
+   */
   metadata?: Record<string, unknown> | undefined;
 }
 
 /** A memory together with its embedding, as stores hold it. */
 export interface StoredMemory extends Memory {
-  /** The memory's embedding; every memory of one store has the same dimension. */
+  /**
+   * The memory's embedding, finite numbers only (stores reject NaN and infinite components);
+   * every memory of one store has the same dimension.
+   */
   embedding: Float32Array;
 }
 
@@ -51,7 +58,9 @@ export interface MemoryStore {
   list(): Promise<StoredMemory[]>;
   /**
    * The `k` memories most similar to `vector` by cosine similarity, most similar first. Ties are
-   * broken by id so that results are deterministic for embedded stores.
+   * broken by id so that results are deterministic for embedded stores. `vector` is a
+   * `Float32Array` of finite numbers (TypeError / RangeError otherwise); `k` an integer `>= 0`
+   * (0 returns nothing; RangeError otherwise).
    */
   nearest(vector: Float32Array, k: number): Promise<NearestMemory[]>;
   /** Releases connections and file handles. Idempotent. */

@@ -44,15 +44,104 @@ export function validateMemory(value: unknown, path: string): Memory {
     }
     memory.timestamp = timestamp;
   }
-  if (metadata !== undefined) {
-    expectObject(metadata, `${path}.metadata`);
-    try {
-      memory.metadata = JSON.parse(JSON.stringify(metadata)) as Record<string, unknown>;
-    } catch (error) {
-      typeError(`${path}.metadata`, `must be JSON-serializable (${(error as Error).message})`);
+  if (metadata !== undefined) memory.metadata = copyJsonObject(metadata, `${path}.metadata`);
+  return memory;
+}
+
+/** Deepest nesting of metadata accepted (deeper values are refused, not a stack overflow). */
+export const MAX_METADATA_DEPTH = 512;
+
+/**
+ * Checks that `value` is a plain JSON object of JSON values (plain objects, arrays without holes,
+ * strings, finite numbers, booleans, null) and returns a deep copy. Anything `JSON.stringify`
+ * would silently change is refused rather than coerced: non-finite numbers (which become `null`),
+ * `undefined`, functions and symbols (dropped), values with a `toJSON` method (`Date` included:
+ * replaced by what it returns), other class instances (`Map`, `Set`: emptied), BigInts, holes and
+ * cycles. A `"__proto__"` key is kept as an own key, as `JSON.parse` does.
+ * @throws TypeError naming the offending path (`memories[0].metadata.score must be a finite number, got NaN`).
+ */
+export function copyJsonObject(value: unknown, path: string): Record<string, unknown> {
+  expectObject(value, path);
+  return copyJson(value, path, new Set(), 0) as Record<string, unknown>;
+}
+
+function copyJson(value: unknown, path: string, ancestors: Set<object>, depth: number): unknown {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return value;
+    case 'number':
+      if (!Number.isFinite(value)) typeError(path, `must be a finite number, got ${value}`);
+      return value;
+    case 'object':
+      break;
+    default:
+      return typeError(path, `must be a JSON value, got ${value === undefined ? 'undefined' : `a ${typeof value}`}`);
+  }
+  if (value === null) return null;
+  if (ancestors.has(value)) typeError(path, 'is a cycle (it contains itself)');
+  if (depth >= MAX_METADATA_DEPTH) rangeError(path, `is nested more than ${MAX_METADATA_DEPTH} levels deep`);
+  const isArray = Array.isArray(value);
+  if (!isArray) {
+    const proto: unknown = Object.getPrototypeOf(value);
+    if (proto !== Object.prototype && proto !== null) {
+      const name = (value as { constructor?: { name?: unknown } }).constructor?.name;
+      typeError(
+        path,
+        `must be a plain object, array, string, finite number, boolean or null, got ${typeof name === 'string' && name !== '' ? `a ${name}` : 'an object with a prototype'}`,
+      );
     }
   }
-  return memory;
+  if (typeof (value as { toJSON?: unknown }).toJSON === 'function') {
+    typeError(path, 'has a toJSON method (JSON would store what it returns, not the object)');
+  }
+  ancestors.add(value);
+  let copy: unknown;
+  if (isArray) {
+    const array = value as unknown[];
+    const out = new Array<unknown>(array.length);
+    for (let i = 0; i < array.length; i++) {
+      if (!(i in array)) typeError(`${path}[${i}]`, 'must be a JSON value, got a hole');
+      out[i] = copyJson(array[i], `${path}[${i}]`, ancestors, depth + 1);
+    }
+    copy = out;
+  } else {
+    const out: Record<string, unknown> = {};
+    for (const key of Object.keys(value)) {
+      const item = copyJson((value as Record<string, unknown>)[key], `${path}${keyPath(key)}`, ancestors, depth + 1);
+      Object.defineProperty(out, key, { value: item, enumerable: true, writable: true, configurable: true });
+    }
+    copy = out;
+  }
+  ancestors.delete(value);
+  return copy;
+}
+
+/** `.key` for identifier-like keys, `["key"]` otherwise. */
+function keyPath(key: string): string {
+  return /^[A-Za-z_$][A-Za-z0-9_$]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
+}
+
+/**
+ * Asserts `vector` is a non-empty `Float32Array` of finite numbers (what the stores keep): a NaN
+ * or infinite component would make every later similarity NaN.
+ * @throws TypeError if it is not a `Float32Array`; RangeError naming the component (`memory.embedding[1] is NaN`).
+ */
+export function expectVector(vector: unknown, path: string): asserts vector is Float32Array {
+  if (!(vector instanceof Float32Array)) typeError(path, 'must be a Float32Array');
+  if (vector.length === 0) rangeError(path, 'is empty');
+  for (let i = 0; i < vector.length; i++) {
+    if (!Number.isFinite(vector[i]!)) rangeError(`${path}[${i}]`, `is ${show(vector[i])}`);
+  }
+}
+
+/**
+ * Asserts the `k` of `nearest(vector, k)` is a non-negative integer (0 asks for nothing).
+ * @throws TypeError if it is not a number; RangeError otherwise.
+ */
+export function expectNearestK(k: unknown): asserts k is number {
+  if (typeof k !== 'number') typeError('k', `must be a number, got ${describe(k)}`);
+  if (!Number.isInteger(k) || k < 0) rangeError('k', `must be a non-negative integer, got ${show(k)}`);
 }
 
 /** Checks what an embedding function returned for `count` texts; returns one `Float32Array` each. */
