@@ -12,7 +12,9 @@
  * `error-json` and the text items of `content` outputs) are deduplicated: the earliest copy stays,
  * later whole copies become reference tags, repeated runs of lines become references (block
  * dedup). System messages, tool-call inputs, files and images, reasoning and provider options
- * pass through untouched. The middleware is stateless and deterministic: ids are positional
+ * pass through untouched, and so do provider-executed tool results (a `tool-result` part inside
+ * an assistant message, or one answering a tool call marked `providerExecuted`): they are
+ * neither rewritten nor reference targets. The middleware is stateless and deterministic: ids are positional
  * (`m3.1` is part 1 of message 3), so the same conversation prefix always gives the same bytes
  * and the provider's prompt cache keeps hitting. A `json` output that is rewritten is sent as a
  * `text` output holding its JSON text with the references.
@@ -90,6 +92,8 @@ type Sink = (id: string, role: string, text: string, slot: Slot, blocked: boolea
 function promptUnits(prompt: unknown): PromptUnits {
   if (!Array.isArray(prompt)) fail([], `must be an array, got ${describe(prompt)}`);
   const out: PromptUnits = { units: [], slots: [], unknown: 0 };
+  /** Ids of the tool calls marked `providerExecuted` seen so far. */
+  const providerExecuted = new Set<unknown>();
   // Positional ids are unique by construction.
   const add: Sink = (id, role, text, slot, blocked) => {
     const message: Unit['message'] = { id, role, content: text };
@@ -116,7 +120,10 @@ function promptUnits(prompt: unknown): PromptUnits {
     let blocked = false;
     for (let j = 0; j < content.length; j++) {
       const part: unknown = content[j];
-      if (isObject(part) && part['type'] === 'tool-call') blocked = true;
+      if (isObject(part) && part['type'] === 'tool-call') {
+        blocked = true;
+        if (part['providerExecuted'] === true) providerExecuted.add(part['toolCallId']);
+      }
     }
     for (let j = 0; j < content.length; j++) {
       const part: unknown = content[j];
@@ -131,7 +138,10 @@ function promptUnits(prompt: unknown): PromptUnits {
           blocked,
         );
       } else if (type === 'tool-result') {
-        toolResult(part, i, j, add, out);
+        // A provider-executed result (inside the assistant message, or answering a call marked
+        // `providerExecuted`) goes back to the provider that produced it, which reads its own
+        // shape (e.g. Anthropic web_search JSON): byte-identical, out of dedup entirely.
+        if (role !== 'assistant' && !providerExecuted.has(part['toolCallId'])) toolResult(part, i, j, add, out);
       } else if (!OTHER_PARTS.has(type)) {
         out.unknown++;
       }
@@ -150,7 +160,12 @@ function toolResult(part: Record<string, unknown>, i: number, j: number, add: Si
     add(id, 'tool', text, { path: [i, 'content', j, 'output', 'value'] }, false);
   } else if (JSON_OUTPUTS.has(type)) {
     // What providers send for a JSON output: its JSON text.
-    const text = JSON.stringify(output['value']) as string | undefined;
+    let text: string | undefined;
+    try {
+      text = JSON.stringify(output['value']) as string | undefined;
+    } catch (error) {
+      fail([i, 'content', j, 'output', 'value'], `cannot be serialized as JSON: ${error instanceof Error ? error.message : String(error)}`);
+    }
     if (text !== undefined) add(id, 'tool', text, { path: [i, 'content', j, 'output'], json: type === 'json' ? 'text' : 'error-text' }, false);
   } else if (type === 'content') {
     const items = output['value'];
@@ -185,7 +200,8 @@ export interface DedupePromptResult<P> {
  * Deduplicates an AI SDK language model prompt (what the middleware does on each call).
  *
  * @throws TypeError naming the path (`prompt[3].content[1].type must be a string`) for a malformed
- *   prompt; TypeError / RangeError for a bad option.
+ *   prompt, or a `json` output that cannot be serialized (`prompt[2].content[0].output.value cannot
+ *   be serialized as JSON: ...`: a BigInt, a cycle, a throwing `toJSON`); TypeError / RangeError for a bad option.
  */
 export function dedupePrompt<P>(prompt: P, options?: AdapterOptions): DedupePromptResult<P> {
   const { units, slots, unknown } = promptUnits(prompt);

@@ -8,10 +8,19 @@
  */
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { describe, typeError } from '../validation.js';
-import { ResourceLedger, type McpToolResult, type ToolCallInfo, type ToolResultProcessed } from '../stages/resources.js';
+import {
+  processToolResultUndoable,
+  ResourceLedger,
+  restoreToolResult,
+  type McpContentBlock,
+  type McpToolResult,
+  type ToolCallInfo,
+  type ToolResultDecision,
+  type ToolResultProcessed,
+} from '../stages/resources.js';
 
-export { ResourceLedger };
-export type { McpToolResult, ToolCallInfo, ToolResultProcessed };
+export { ResourceLedger, restoreToolResult };
+export type { McpContentBlock, McpToolResult, ToolCallInfo, ToolResultDecision, ToolResultProcessed };
 
 /** Options of {@link dedupeMcpClient}. */
 export interface DedupeMcpClientOptions {
@@ -24,7 +33,12 @@ export interface DedupeMcpClientOptions {
   turn?: () => number;
   /** The call id a reference names (`tool call \`c7\` in turn 3`). Default: `<tool>#<n>`, n counting calls from 1. */
   callId?: (params: { name: string; arguments?: Record<string, unknown> }) => string;
-  /** Called with every processed result (its decisions and report). */
+  /**
+   * Called with every processed result (its decisions and report) before `callTool` returns it.
+   * If it throws, `callTool` rejects with that error and the ledger is rolled back: the result
+   * never reached the caller, so nothing it delivered is recorded (no later reference points to
+   * it).
+   */
   onResult?: (processed: ToolResultProcessed, call: ToolCallInfo) => void;
 }
 
@@ -37,7 +51,11 @@ export type DedupedMcpClient<C extends Client = Client> = C & {
 /**
  * Wraps an MCP `Client`: every other method and property is the client's own; `callTool` returns
  * the result with embedded resources the conversation already has replaced by references.
- * Results without a `content` array (the legacy `toolResult` form) pass through untouched.
+ * Results without a `content` array (the legacy `toolResult` form) pass through untouched, and
+ * so do embedded resources the SDK accepts but whose content cannot be checksummed faithfully
+ * (a `text` with a lone surrogate, a line-wrapped base64 `blob`): delivered in full, reported with
+ * reason `unsupported`. `restoreToolResult(result, processed.decisions)` gives back the server's
+ * result exactly.
  *
  * @throws TypeError if `client` has no `callTool` method or an option has the wrong type.
  * @example
@@ -67,8 +85,17 @@ export function dedupeMcpClient<C extends Client>(client: C, options?: DedupeMcp
     const result = await client.callTool(params, resultSchema, requestOptions);
     if (!Array.isArray((result as { content?: unknown }).content)) return result;
     const call: ToolCallInfo = { turn: turnOf(), tool: params.name, callId: callIdOf(params) };
-    const processed = ledger.processToolResult(result as unknown as McpToolResult, call);
-    options?.onResult?.(processed, call);
+    const { processed, undo } = processToolResultUndoable(ledger, result as unknown as McpToolResult, call);
+    const onResult = options?.onResult;
+    if (onResult !== undefined) {
+      try {
+        onResult(processed, call);
+      } catch (error) {
+        // The caller never gets this result: take back the deliveries it would have recorded.
+        undo();
+        throw error;
+      }
+    }
     return processed.result as unknown as Awaited<ReturnType<Client['callTool']>>;
   };
   return new Proxy(client, {

@@ -16,6 +16,7 @@ import {
   referenceTag,
   rewrite,
   SUMMARY_PREFIX_UNITS,
+  SUMMARY_PREFIXES,
   unpack,
   type Annotation,
 } from '../stages/message-analysis.js';
@@ -142,7 +143,7 @@ function runPacked(
   recencyStart: unknown,
   preserveRoles: unknown,
   passes: { exact: boolean; fuzzyThreshold?: number; excluded?: ReadonlyMap<number, unknown> },
-): { packed: Float64Array; lengths: Uint32Array } {
+): { packed: Float64Array; lengths: Uint32Array; contents: string[]; flags: Uint8Array } {
   const messages = asList<CceMessage>(given);
   const input = analysisInput(messages, toRoleSet(preserveRoles), CCE_MIN_CHARS);
   // `blocked` is this call's own array: the fuzzy exclusions go into its second bit.
@@ -162,7 +163,7 @@ function runPacked(
     // Bug-compatible by contract: CCE's `a -dup-> c -near-dup-> d` chains stay.
     visibleTargets: false,
   });
-  return { packed, lengths: input.lengths };
+  return { packed, lengths: input.lengths, contents: input.contents, flags };
 }
 
 function run(
@@ -180,13 +181,67 @@ function run(
  * is annotated with `{ duplicateOfIndex, contentLength }`.
  */
 export function analyzeDuplicates(messages: readonly CceMessage[], recencyStart: number, preserveRoles: ReadonlySet<string>): Map<number, DedupAnnotation> {
-  const { packed } = runPacked(messages, recencyStart, preserveRoles, { exact: true });
-  const map = new Map<number, DedupAnnotation>();
+  const { packed, contents, flags } = runPacked(messages, recencyStart, preserveRoles, { exact: true });
   const end = 2 + 3 * (packed[0] as number);
+  // Groups by keep target, in the core's order (by first member).
+  const groups = new Map<number, number[]>();
+  const lengthOf = new Map<number, number>();
   for (let at = 2; at < end; at += 3) {
-    map.set(packed[at] as number, { duplicateOfIndex: packed[at + 1] as number, contentLength: packed[at + 2] as number });
+    const keep = packed[at + 1] as number;
+    let members = groups.get(keep);
+    if (members === undefined) {
+      members = [];
+      groups.set(keep, members);
+      lengthOf.set(keep, packed[at + 2] as number);
+    }
+    members.push(packed[at] as number);
+  }
+  const map = new Map<number, DedupAnnotation>();
+  for (const keep of groups.size > 1 ? bucketOrder(groups, contents, flags) : groups.keys()) {
+    const contentLength = lengthOf.get(keep) as number;
+    for (const index of (groups.get(keep) as number[]).sort((a, b) => a - b)) map.set(index, { duplicateOfIndex: keep, contentLength });
   }
   return map;
+}
+
+/** CCE's bucket hash: djb2 (start 5381, `h * 33 + unit` mod 2^32) over `` `${length}:${content}` ``. */
+function djb2Bucket(content: string): number {
+  const key = `${content.length}:`;
+  let h = 5381;
+  for (let i = 0; i < key.length; i++) h = (Math.imul(h, 33) + key.charCodeAt(i)) >>> 0;
+  for (let i = 0; i < content.length; i++) h = (Math.imul(h, 33) + content.charCodeAt(i)) >>> 0;
+  return h;
+}
+
+/**
+ * The exact groups (keep target -> members) in CCE's Map order (golden README §6): by first
+ * appearance of their djb2 bucket among the eligible messages, then by first appearance within
+ * the bucket. Without hash collisions this is the order by first member.
+ */
+function bucketOrder(groups: ReadonlyMap<number, readonly number[]>, contents: readonly string[], flags: Uint8Array): number[] {
+  const first = new Map<number, number>();
+  let last = 0;
+  for (const [keep, members] of groups) {
+    let at = keep;
+    for (const m of members) if (m < at) at = m;
+    first.set(keep, at);
+    last = Math.max(last, at);
+  }
+  // Where each bucket first appears: every eligible message up to the last group's first member.
+  const bucketFirst = new Map<number, number>();
+  for (let i = 0; i <= last; i++) {
+    if (((flags[i] as number) & 1) !== 0) continue;
+    const content = contents[i] as string;
+    if (SUMMARY_PREFIXES.some((p) => content.startsWith(p))) continue;
+    const h = djb2Bucket(content);
+    if (!bucketFirst.has(h)) bucketFirst.set(h, i);
+  }
+  const keyed = [...groups.keys()].map((keep) => {
+    const at = first.get(keep) as number;
+    return { keep, at, bucket: bucketFirst.get(djb2Bucket(contents[keep] as string)) ?? at };
+  });
+  keyed.sort((a, b) => a.bucket - b.bucket || a.at - b.at);
+  return keyed.map((g) => g.keep);
 }
 
 /**

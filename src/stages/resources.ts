@@ -16,7 +16,8 @@
  *    tools may point to it).
  * 4. An earlier delivery with the same URI and checksum, made at turn `t` with
  *    `turn - t <= lookbackTurns` and not forgotten: replaced by a reference to the earliest such
- *    delivery, unless the reference message is not shorter (in UTF-8 bytes) than the content.
+ *    delivery, unless the reference message is not shorter than the content, in UTF-8 bytes and
+ *    in o200k_base tokens (a reference never costs more than what it replaces).
  * 5. Otherwise delivered and recorded. When every matching delivery is older than the lookback
  *    (`turn - t > lookbackTurns`), this new delivery is the one later references point to.
  * @module
@@ -25,7 +26,7 @@ import { describe, expectArray, expectObject, expectOptions, optionalBoolean, op
 import { native } from '../native.js';
 import { deprecatedAlias } from '../deprecated.js';
 import { compileTemplate } from './template.js';
-import { resolveTokenCounter, type TokenCounter, type TokenCounterOption } from '../tokens.js';
+import { resolveTokenCounter, tokenCounter, type TokenCounter, type TokenCounterOption } from '../tokens.js';
 
 /** Resource content delivered to the model. */
 export interface ResourceBlock {
@@ -117,7 +118,7 @@ export interface ToolResponse<B extends ContentBlock = ContentBlock> {
 }
 
 /** Why a resource block was delivered in full. */
-export type DeliveryReason = 'new' | 'changed' | 'expired' | 'small' | 'opted-out' | 'disabled' | 'not-shorter';
+export type DeliveryReason = 'new' | 'changed' | 'expired' | 'small' | 'opted-out' | 'disabled' | 'not-shorter' | 'unsupported';
 
 /** What happened to one resource block. */
 export type ResourceDecision =
@@ -148,7 +149,11 @@ export type ResourceDecision =
        * `new`: URI never delivered; `changed`: URI delivered with other content; `expired`: same
        * content, but every earlier delivery is older than the lookback; `small`: at most
        * `minBytes`; `opted-out`: the tool has `deduplicate: false`; `disabled`: the ledger is
-       * disabled; `not-shorter`: the reference would not be shorter than the content.
+       * disabled; `not-shorter`: the reference would not be shorter than the content (in UTF-8
+       * bytes or in o200k_base tokens); `unsupported` ({@link ResourceLedger.processToolResult}
+       * only): an embedded resource the MCP SDK accepts but whose content cannot be checksummed
+       * faithfully (a `text` with a lone surrogate, a `blob` that is not strict base64, e.g.
+       * MIME-style line-wrapped): passed through untouched, not recorded.
        */
       reason: DeliveryReason;
     };
@@ -222,12 +227,25 @@ export interface ToolResultStats extends ResourceStats {
 /** @deprecated Use {@link ToolResultStats}. */
 export type ToolResultReport = ToolResultStats;
 
+/**
+ * What happened to one embedded resource of an MCP tool result: a {@link ResourceDecision} whose
+ * `index` is the position in `content`; a reference also carries `mcpBlock`, the replaced MCP
+ * content block itself (`annotations`, `_meta` and a blob's base64 string included), which
+ * {@link restoreToolResult} puts back.
+ */
+export type ToolResultDecision =
+  | (Extract<ResourceDecision, { action: 'referenced' }> & {
+      /** The original content block of the `CallToolResult` (the input's own object). */
+      mcpBlock: McpContentBlock;
+    })
+  | Extract<ResourceDecision, { action: 'delivered' }>;
+
 /** Result of {@link ResourceLedger.processToolResult}. */
 export interface ToolResultProcessed<R extends McpToolResult = McpToolResult> {
   /** A valid `CallToolResult`: matched embedded resources became `text` blocks with references. */
   result: R;
   /** One per embedded resource, `index` its position in `result.content`. */
-  decisions: ResourceDecision[];
+  decisions: ToolResultDecision[];
   stats: ToolResultStats;
   /** @deprecated Use `stats` (the same object). Not enumerable: absent from JSON. */
   readonly report: ToolResultStats;
@@ -524,10 +542,31 @@ const MCP_OTHER_BLOCKS: ReadonlySet<string> = new Set(['text', 'image', 'audio',
 /** Standard base64 (padding optional, no whitespace): the `blob` of an MCP embedded resource. */
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?$/;
 
-/** The embedded resources of an MCP tool result as ledger blocks, with their positions. */
-function mcpResources(content: unknown, path: string): { blocks: ResourceBlock[]; index: number[]; unknown: number } {
+/** Whether `atob` reads `text` (the MCP SDK's base64 check: ASCII whitespace and missing padding allowed). */
+function atobAccepts(text: string): boolean {
+  try {
+    atob(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** An embedded resource passed through untouched (see the `unsupported` delivery reason). */
+interface Unsupported {
+  /** Position in `content`. */
+  index: number;
+  uri: string;
+  bytes: number;
+}
+
+/**
+ * The embedded resources of an MCP tool result as ledger blocks, with their positions, and the
+ * ones whose content cannot be checksummed faithfully (passed through).
+ */
+function mcpResources(content: unknown, path: string): { blocks: ResourceBlock[]; index: number[]; unknown: number; unsupported: Unsupported[] } {
   expectArray(content, path);
-  const out = { blocks: [] as ResourceBlock[], index: [] as number[], unknown: 0 };
+  const out = { blocks: [] as ResourceBlock[], index: [] as number[], unknown: 0, unsupported: [] as Unsupported[] };
   for (let i = 0; i < content.length; i++) {
     const block: unknown = content[i];
     expectObject(block, `${path}[${i}]`);
@@ -546,10 +585,22 @@ function mcpResources(content: unknown, path: string): { blocks: ResourceBlock[]
     const blob = resource['blob'];
     let data: string | Uint8Array;
     if (typeof text === 'string') {
-      data = readContent(text, `${at}.text`);
+      // A lone surrogate has no UTF-8 encoding, so no faithful checksum: the block passes through
+      // (the MCP SDK accepts it; JSON carries it as an escape).
+      if (!text.isWellFormed()) {
+        out.unsupported.push({ index: i, uri, bytes: utf8Length(text) });
+        continue;
+      }
+      data = text;
     } else if (typeof blob === 'string') {
-      // Bytes, checksummed as bytes: never decoded as text.
-      if (!BASE64.test(blob)) typeError(`${at}.blob`, 'must be base64 (A-Z, a-z, 0-9, +, /, optional = padding)');
+      // Bytes, checksummed as bytes: never decoded as text. Base64 in another form (MIME-style
+      // line breaks, other whitespace) is accepted by the MCP SDK but not read here: passed through.
+      if (!BASE64.test(blob)) {
+        // Not base64 even as `atob` (and so the MCP SDK) reads it: malformed.
+        if (!atobAccepts(blob)) typeError(`${at}.blob`, 'must be base64 (A-Z, a-z, 0-9, +, /, optional = padding)');
+        out.unsupported.push({ index: i, uri, bytes: Buffer.from(blob, 'base64').byteLength });
+        continue;
+      }
       data = new Uint8Array(Buffer.from(blob, 'base64'));
     } else {
       typeError(at, `must have a string \`text\` or a base64 string \`blob\`, got text ${describe(text)} and blob ${describe(blob)}`);
@@ -561,6 +612,18 @@ function mcpResources(content: unknown, path: string): { blocks: ResourceBlock[]
   }
   return out;
 }
+
+/**
+ * {@link ResourceLedger.processToolResult} plus a function that takes back exactly what it
+ * recorded (deliveries, totals, the turn), for a caller that could not hand the result on
+ * (`ctxdedup/mcp` when `onResult` throws). Set by the class's static block.
+ * @internal
+ */
+export let processToolResultUndoable: <R extends McpToolResult>(
+  ledger: ResourceLedger,
+  result: R,
+  call: ToolCallInfo,
+) => { processed: ToolResultProcessed<R>; undo: () => void };
 
 /**
  * The resource deliveries of one conversation, and the rewriting of new tool responses.
@@ -581,6 +644,8 @@ export class ResourceLedger {
   #totals = emptyTotals();
   /** Token counts by checksum, computed on first match (memory only). */
   #tokenCache = new Map<string, number>();
+  /** Whether `#countTokens` is the built-in o200k_base counter (the net-positive rule's). */
+  #o200k: boolean;
 
   /**
    * @throws TypeError / RangeError naming the option (`options.minBytes must be in [0, ...]`).
@@ -591,6 +656,7 @@ export class ResourceLedger {
     this.#settings = readSettings(o, 'options', defaults());
     this.#reference = referenceOf(o['reference']);
     this.#countTokens = resolveTokenCounter(o['countTokens'], 'options.countTokens');
+    this.#o200k = this.#countTokens === tokenCounter('o200k_base');
   }
 
   /** The effective settings (a copy). */
@@ -654,6 +720,11 @@ export class ResourceLedger {
    *   a negative or non-integer turn, or a turn before the latest one seen.
    */
   process<B extends ContentBlock>(response: ToolResponse<B>): ProcessResult<B> {
+    return this.#process(response).processed;
+  }
+
+  /** {@link ResourceLedger.process}, and a function that takes back what it recorded. */
+  #process<B extends ContentBlock>(response: ToolResponse<B>): { processed: ProcessResult<B>; undo: () => void } {
     expectObject(response, 'response');
     const turn = readTurn(response['turn'], 'response.turn', this.#turn);
     const tool = readString(response['tool'], 'response.tool');
@@ -704,15 +775,19 @@ export class ResourceLedger {
           if (block.mimeType !== undefined) info.mimeType = block.mimeType;
           const text = this.#reference(info);
           const referenceBytes = utf8Length(text);
-          if (referenceBytes >= size) {
-            reason = 'not-shorter';
-          } else {
-            let contentTokens = this.#tokenCache.get(sha256) ?? tokenUpdates.get(sha256);
+          let contentTokens = this.#tokenCache.get(sha256) ?? tokenUpdates.get(sha256);
+          const countContent = (): number => {
             if (contentTokens === undefined) {
               contentTokens = this.#countTokens(contentText(block.content));
               tokenUpdates.set(sha256, contentTokens);
             }
-            const saved = contentTokens - this.#countTokens(text);
+            return contentTokens;
+          };
+          const referenceTokens = referenceBytes >= size ? 0 : this.#countTokens(text);
+          if (referenceBytes >= size || !this.#shorterInTokens(text, referenceTokens, block.content, countContent)) {
+            reason = 'not-shorter';
+          } else {
+            const saved = countContent() - referenceTokens;
             out[index] = { type: 'text', text };
             bytesAfter += referenceBytes;
             tokensSaved += saved;
@@ -741,6 +816,7 @@ export class ResourceLedger {
       }
     }
 
+    const previousTurn = this.#turn;
     this.#turn = turn;
     for (const d of pending) this.#add(d);
     for (const [key, n] of tokenUpdates) this.#tokenCache.set(key, n);
@@ -760,7 +836,39 @@ export class ResourceLedger {
     t.matched += matched;
     t.bytesSaved += stats.bytesSaved;
     t.tokensSaved += tokensSaved;
-    return deprecatedAlias({ blocks: out, decisions, stats }, 'report', stats) as ProcessResult<B>;
+    const undo = (): void => {
+      const added = new Set(pending);
+      this.#remove((d) => added.has(d));
+      t.responses--;
+      t.resourceBlocks -= stats.resourceBlocks;
+      t.matched -= matched;
+      t.bytesSaved -= stats.bytesSaved;
+      t.tokensSaved -= tokensSaved;
+      // The turn goes back too, unless something recorded since then holds a later one.
+      if (this.#turn === turn) {
+        let latest = previousTurn;
+        for (const byChecksum of this.#byUri.values()) {
+          for (const list of byChecksum.values()) for (const d of list) latest = Math.max(latest, d.location.turn);
+        }
+        this.#turn = latest;
+      }
+    };
+    return { processed: deprecatedAlias({ blocks: out, decisions, stats }, 'report', stats) as ProcessResult<B>, undo };
+  }
+
+  /**
+   * Whether a reference (`text`, `referenceTokens` by the ledger's counter) has fewer o200k_base
+   * tokens than the content it replaces (the net-positive rule). With the default counter the
+   * content's full count (`countContent`, needed for the report anyway, cached by checksum) is
+   * compared; with another counter the content is counted in o200k_base only until it passes
+   * the reference's count (a few pieces, whatever its length).
+   */
+  #shorterInTokens(text: string, referenceTokens: number, content: string | Uint8Array, countContent: () => number): boolean {
+    if (this.#o200k) return countContent() > referenceTokens;
+    const o200k = native.TokenEncoding.O200kBase;
+    const limit = text.length === 0 ? 0 : native.countTokens(text, o200k);
+    const counted = native.countTokensBatchUpTo([contentText(content)], Uint32Array.of(limit), o200k);
+    return (counted[0] as number) > limit;
   }
 
   /**
@@ -768,13 +876,23 @@ export class ResourceLedger {
    * 'resource'`, `text` content checksummed as UTF-8, base64 `blob` content as its bytes) are
    * matched and recorded; `text`, `image`, `audio`, `resource_link` and unknown blocks pass
    * through untouched (unknown ones are counted), and so does every field besides `content`.
-   * A matched resource becomes a `text` block holding the reference, so the result stays valid.
+   * A matched resource becomes a `text` block holding the reference, so the result stays valid;
+   * its decision carries the replaced block (`mcpBlock`) for {@link restoreToolResult}. An
+   * embedded resource the MCP SDK accepts but whose content cannot be checksummed faithfully (a
+   * `text` with a lone surrogate, a `blob` that `atob` reads but that is not strict base64, e.g.
+   * line-wrapped) passes through untouched, unrecorded, with reason `unsupported`.
    * Input is validated in full before anything is recorded; on error the ledger is unchanged.
    *
    * @throws TypeError naming the path (`result.content[2].resource.uri must be a string`,
-   *   `call.tool must be a string`); RangeError for a bad or backwards turn.
+   *   `call.tool must be a string`, a `blob` that is not base64 at all); RangeError for a bad or
+   *   backwards turn.
    */
   processToolResult<R extends McpToolResult>(result: R, call: ToolCallInfo): ToolResultProcessed<R> {
+    return this.#processToolResult(result, call).processed;
+  }
+
+  /** {@link ResourceLedger.processToolResult}, and a function that takes back what it recorded. */
+  #processToolResult<R extends McpToolResult>(result: R, call: ToolCallInfo): { processed: ToolResultProcessed<R>; undo: () => void } {
     expectObject(result, 'result');
     expectObject(call, 'call');
     const turn = readTurn(call['turn'], 'call.turn', this.#turn);
@@ -782,15 +900,38 @@ export class ResourceLedger {
     const callId = readString(call['callId'], 'call.callId');
     const content = result['content'] as readonly McpContentBlock[];
     const found = mcpResources(content, 'result.content');
-    const processed = this.process({ turn, tool, callId, blocks: found.blocks });
+    const { processed, undo } = this.#process({ turn, tool, callId, blocks: found.blocks });
     const out = content.slice();
-    const decisions = processed.decisions.map((d) => {
+    const decisions: ToolResultDecision[] = processed.decisions.map((d) => {
       const index = found.index[d.index] as number;
-      if (d.action === 'referenced') out[index] = { type: 'text', text: (processed.blocks[d.index] as TextBlock).text };
-      return { ...d, index };
+      if (d.action !== 'referenced') return { ...d, index };
+      out[index] = { type: 'text', text: (processed.blocks[d.index] as TextBlock).text };
+      return { ...d, index, mcpBlock: content[index] as McpContentBlock };
     });
     const stats: ToolResultStats = { ...processed.stats, blocks: content.length, unknown: found.unknown };
-    return deprecatedAlias({ result: { ...result, content: out }, decisions, stats }, 'report', stats) as ToolResultProcessed<R>;
+    if (found.unsupported.length > 0) {
+      // Delivered untouched, in content order among the others; counted like any delivery.
+      for (const u of found.unsupported) {
+        decisions.push({ action: 'delivered', index: u.index, uri: u.uri, bytes: u.bytes, reason: 'unsupported' });
+        stats.resourceBlocks++;
+        stats.delivered++;
+        stats.bytesBefore += u.bytes;
+        stats.bytesAfter += u.bytes;
+      }
+      decisions.sort((a, b) => a.index - b.index);
+      this.#totals.resourceBlocks += found.unsupported.length;
+    }
+    const unsupported = found.unsupported.length;
+    const undoAll = (): void => {
+      undo();
+      this.#totals.resourceBlocks -= unsupported;
+    };
+    const done = deprecatedAlias({ result: { ...result, content: out }, decisions, stats }, 'report', stats) as ToolResultProcessed<R>;
+    return { processed: done, undo: undoAll };
+  }
+
+  static {
+    processToolResultUndoable = (ledger, result, call) => ledger.#processToolResult(result, call);
   }
 
   /**
@@ -973,9 +1114,11 @@ function readRecord(value: unknown, path: string, latest: number): DeliveryRecor
 /**
  * Puts the original resource blocks back in place of their references.
  *
- * @param blocks the rewritten blocks returned by {@link ResourceLedger.process}.
- * @param decisions the decisions returned with them.
- * @returns a new array, equal element for element to the response's original blocks.
+ * @param blocks the rewritten blocks returned by {@link ResourceLedger.process} (or the `content`
+ *   of a result returned by {@link ResourceLedger.processToolResult}).
+ * @param decisions the decisions returned with them (a decision with `mcpBlock` puts that back).
+ * @returns a new array, equal element for element to the response's original blocks. For a whole
+ *   MCP result, {@link restoreToolResult} does the same.
  */
 export function restoreResources<B extends ContentBlock>(blocks: readonly (B | TextBlock)[], decisions: readonly ResourceDecision[]): B[] {
   expectArray(blocks, 'blocks');
@@ -994,6 +1137,44 @@ export function restoreResources<B extends ContentBlock>(blocks: readonly (B | T
   }
   const out = new Array<B>(blocks.length);
   for (let i = 0; i < blocks.length; i++) out[i] = blocks[i] as B;
-  for (const d of decisions) if (d.action === 'referenced') out[d.index] = d.block as B;
+  for (const d of decisions) {
+    if (d.action !== 'referenced') continue;
+    // A decision of processToolResult carries the MCP content block it replaced: that goes back.
+    const mcpBlock: unknown = (d as { mcpBlock?: unknown }).mcpBlock;
+    out[d.index] = (typeof mcpBlock === 'object' && mcpBlock !== null ? mcpBlock : d.block) as B;
+  }
   return out;
+}
+
+/**
+ * Puts the original MCP content blocks back in place of their references: the inverse of
+ * {@link ResourceLedger.processToolResult}.
+ *
+ * @param result the `result` returned by {@link ResourceLedger.processToolResult} (or by a
+ *   `ctxdedup/mcp` client's `callTool`).
+ * @param decisions the decisions returned with it (`onResult`'s `processed.decisions`).
+ * @returns a new result, deep-equal to the original `CallToolResult` (`annotations`, `_meta` and a
+ *   blob's base64 string included; the restored blocks are the original objects).
+ * @throws TypeError / RangeError naming the path if `result` has no `content` array or a decision
+ *   is malformed.
+ */
+export function restoreToolResult<R extends McpToolResult>(result: R, decisions: readonly ToolResultDecision[]): R {
+  expectObject(result, 'result');
+  const content: unknown = result['content'];
+  expectArray(content, 'result.content');
+  expectArray(decisions, 'decisions');
+  for (let k = 0; k < decisions.length; k++) {
+    const d: unknown = decisions[k];
+    expectObject(d, `decisions[${k}]`);
+    if (d['action'] !== 'referenced') continue;
+    const index = d['index'];
+    if (typeof index !== 'number') typeError(`decisions[${k}].index`, `must be a number, got ${describe(index)}`);
+    if (!Number.isInteger(index) || index < 0 || index >= content.length) {
+      rangeError(`decisions[${k}].index`, `must be an integer in [0, ${content.length - 1}] (a position in result.content), got ${index}`);
+    }
+    expectObject(d['mcpBlock'], `decisions[${k}].mcpBlock`);
+  }
+  const out = content.slice() as McpContentBlock[];
+  for (const d of decisions) if (d.action === 'referenced') out[d.index] = d.mcpBlock;
+  return { ...result, content: out };
 }

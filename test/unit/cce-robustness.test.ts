@@ -2,6 +2,8 @@
  * ctxdedup/cce: CCE's tolerance of odd input, and robustness beyond CCE (large and adversarial
  * batches). No timing assertions; sizes are chosen to stay quick in CI.
  */
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { analyzeDuplicates, analyzeFuzzyDuplicates, dedupe, type CceMessage, type DedupAnnotation } from '../../src/compat/cce.js';
@@ -9,6 +11,14 @@ import { dedupeMessages, type Message } from '../../src/index.js';
 import { analyze, CCE_SKIP_PREFIXES, jaccard, normalizedLines } from '../support/message-oracle.js';
 import { anyValue, unsafe } from '../support/assertions.js';
 import { mulberry32 } from '../../bench/prng.js';
+import { SHARED } from '../support/shared.js';
+
+/** A golden CCE case, as far as the order checks read it. */
+interface OrderCase {
+  params: { recencyStart: number; preserve: string[]; threshold: number };
+  messages: CceMessage[];
+  expected: { order?: { exact: number[]; fuzzy: number[] } };
+}
 
 /** The same messages with string ids, for the native message API (roles here are strings). */
 const asMessages = (messages: readonly CceMessage[]): Message[] => messages.map((m) => unsafe<Message>({ ...m, id: String(m.id) }));
@@ -426,5 +436,47 @@ describe('robustness beyond CCE', () => {
     // The native message API agrees.
     const r = dedupeMessages(asMessages(messages));
     expect(r.decisions.map((d) => [d.index, d.duplicateOfIndex])).toEqual(copies.map((_, k) => [k * 10, contents.length + k]));
+  });
+});
+
+describe('ctxdedup/cce: Map insertion order as CCE builds it (golden README §6)', () => {
+  const dir = join(SHARED, 'golden', 'cce');
+  const cases = readdirSync(dir)
+    .filter((f) => f.endsWith('.json') && f !== '_manifest.json')
+    .sort()
+    .map((f) => ({ file: f, c: JSON.parse(readFileSync(join(dir, f), 'utf8')) as OrderCase }))
+    .filter(({ c }) => c.expected.order !== undefined);
+
+  it('finds the cases with an expected order, the djb2 collisions among them', () => {
+    expect(cases.length).toBeGreaterThan(50);
+    expect(cases.map(({ file }) => file)).toContain('djb2-collisions--interleaved-order.json');
+  });
+
+  it.each(cases.map(({ file, c }) => [file, c] as const))('%s: exact and fuzzy key order', (_, c) => {
+    const p = c.params;
+    const exact = analyzeDuplicates(c.messages, p.recencyStart, new Set(p.preserve));
+    expect([...exact.keys()]).toEqual(c.expected.order?.exact);
+    const fuzzy = analyzeFuzzyDuplicates(c.messages, p.recencyStart, new Set(p.preserve), exact, p.threshold);
+    expect([...fuzzy.keys()]).toEqual(c.expected.order?.fuzzy);
+  });
+
+  it('a bucket is placed by its first eligible message, even one in no group', () => {
+    // djb2 collision: raising one unit by 1 and lowering the next by 33 keeps the hash.
+    const pad = 'x'.repeat(250);
+    const single = `${pad}Ab`;
+    const colliding = `${pad}BA`;
+    const other = `${'y'.repeat(250)}zz`;
+    const m = (content: string, id: number): CceMessage => ({ id: `m${id}`, role: 'tool', content });
+    const messages = [m(single, 0), m(other, 1), m(other, 2), m(colliding, 3), m(colliding, 4)];
+    const exact = analyzeDuplicates(messages, messages.length, new Set());
+    // Bucket of `single` / `colliding` first appears at 0, before `other`'s at 1.
+    expect([...exact.keys()]).toEqual([3, 1]);
+    expect(sorted(exact)).toEqual([
+      [1, { duplicateOfIndex: 2, contentLength: 252 }],
+      [3, { duplicateOfIndex: 4, contentLength: 252 }],
+    ]);
+    // An ineligible first message (preserved role) does not place the bucket.
+    const preserved = [{ ...m(single, 0), role: 'system' }, ...messages.slice(1)];
+    expect([...analyzeDuplicates(preserved, messages.length, new Set(['system'])).keys()]).toEqual([1, 3]);
   });
 });

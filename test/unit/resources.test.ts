@@ -137,9 +137,12 @@ describe('ResourceLedger: matching', () => {
 
 describe('ResourceLedger: minBytes (UTF-8 bytes of the raw content)', () => {
   const at = (bytes: number, unit = 'a'): string => unit.repeat(bytes / Buffer.byteLength(unit));
+  // Varied ASCII: 300 bytes of many o200k tokens (a run of one letter is a few tokens, and a
+  // reference must also be shorter in tokens).
+  const ascii = Array.from({ length: 300 }, (_, i) => String.fromCharCode(33 + ((i * 37) % 90))).join('');
 
   it.each([
-    ['ASCII', at(300), `${at(300)}a`],
+    ['ASCII', ascii, `${ascii}a`],
     ['two-byte é (150 UTF-16 units = 300 bytes)', at(300, 'é'), `${at(300, 'é')}a`],
     ['four-byte emoji (75 pairs = 300 bytes)', at(300, '😀'), `${at(300, '😀')}a`],
   ])('%s: 300 bytes always delivered, 301 bytes deduplicated', (_, exactly300, over) => {
@@ -672,5 +675,55 @@ describe('resources: validation gaps (issue 12)', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('net positive in o200k_base tokens: a reference never costs more than what it replaces', () => {
+  // 2,000 bytes each, but only 17 to 31 o200k tokens: the default reference (~45 tokens) is
+  // shorter in bytes, longer in tokens.
+  const cheap = ['='.repeat(2000), ' '.repeat(2000), '-'.repeat(1999)];
+
+  it('process: a repeat of cheap-in-tokens content is delivered in full (not-shorter), never a longer reference', () => {
+    for (const content of cheap) {
+      const ledger = new ResourceLedger();
+      ledger.recordAttachment({ uri: 'file:///pad.txt', content, turn: 1 });
+      const r = ledger.process({ turn: 2, tool: 'read_file', callId: 'c1', blocks: [res('file:///pad.txt', content)] });
+      expect(r.decisions[0]).toMatchObject({ action: 'delivered', reason: 'not-shorter' });
+      expect(r.blocks[0]).toEqual(res('file:///pad.txt', content));
+      expect(r.stats.tokensSaved).toBe(0);
+    }
+  });
+
+  it('processToolResult: the same through an MCP result; ordinary files are still referenced', () => {
+    const ledger = new ResourceLedger();
+    const mk = (text: string) => ({ content: [{ type: 'resource', resource: { uri: 'file:///rule.txt', text } }] });
+    ledger.processToolResult(mk('='.repeat(2000)), { turn: 1, tool: 'read', callId: 'c1' });
+    const again = ledger.processToolResult(mk('='.repeat(2000)), { turn: 2, tool: 'read', callId: 'c2' });
+    expect(again.decisions[0]).toMatchObject({ action: 'delivered', reason: 'not-shorter' });
+    expect(again.result).toEqual(mk('='.repeat(2000)));
+    ledger.processToolResult(mk(FOO), { turn: 3, tool: 'read', callId: 'c3' });
+    const foo = ledger.processToolResult(mk(FOO), { turn: 4, tool: 'read', callId: 'c4' });
+    expect(foo.decisions[0]).toMatchObject({ action: 'referenced' });
+    const reference = unsafe<{ text: string }>(foo.result.content[0]).text;
+    expect(countTokens(reference)).toBeLessThan(countTokens(FOO));
+  });
+
+  it('the rule is o200k_base whatever counter the reports use', () => {
+    // A counter under which the reference looks shorter does not turn the rule off.
+    const ledger = new ResourceLedger({ countTokens: () => 0 });
+    ledger.recordAttachment({ uri: 'u', content: ' '.repeat(2000), turn: 1 });
+    const r = ledger.process({ turn: 2, tool: 't', callId: 'c', blocks: [res('u', ' '.repeat(2000))] });
+    expect(r.decisions[0]).toMatchObject({ action: 'delivered', reason: 'not-shorter' });
+    // And content long in o200k tokens is referenced under any counter.
+    const chars = new ResourceLedger(byChars);
+    chars.recordAttachment({ uri: 'u', content: FOO, turn: 1 });
+    expect(chars.process({ turn: 2, tool: 't', callId: 'c', blocks: [res('u', FOO)] }).decisions[0]).toMatchObject({ action: 'referenced' });
+  });
+
+  it('a not-shorter repeat is recorded like any delivery', () => {
+    const ledger = new ResourceLedger();
+    ledger.recordAttachment({ uri: 'u', content: '='.repeat(2000), turn: 1 });
+    read(ledger, 2, 'c1', res('u', '='.repeat(2000)));
+    expect(ledger.deliveries().map((d) => d.location.kind)).toEqual(['attachment', 'tool']);
   });
 });
