@@ -223,9 +223,10 @@ export function dedupePrompt<P>(prompt: P, options?: AdapterOptions): DedupeProm
 export function dedupeMiddleware(options?: DedupeMiddlewareOptions): LanguageModelMiddleware {
   // A snapshot, validated now rather than at the first model call: every call uses the same options.
   expectOptions(options);
-  const stageOptions: DedupeMiddlewareOptions | undefined = options === undefined ? undefined : { ...options };
+  // `onDedupe` is the middleware's own; the rest goes to the stage (which refuses unknown names).
+  const { onDedupe, ...rest } = options ?? {};
+  const stageOptions: AdapterOptions | undefined = options === undefined ? undefined : rest;
   runStage([], stageOptions);
-  const onDedupe = stageOptions?.onDedupe;
   if (onDedupe !== undefined && typeof onDedupe !== 'function') typeError('options.onDedupe', `must be a function, got ${describe(onDedupe)}`);
   const middleware = {
     // The AI SDK does not check this field at run time; the prompt shape is the same in v3 and v4.

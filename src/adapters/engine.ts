@@ -5,7 +5,7 @@
  * @internal
  * @module
  */
-import { expectOptions } from '../validation.js';
+import { expectKnownKeys, expectOptions } from '../validation.js';
 import {
   dedupeMessagesCounted,
   type DedupeMessagesOptions,
@@ -41,6 +41,9 @@ const PRESERVE = ['system', 'developer'];
 /** Option names passed on to the stage. */
 const FORWARDED = ['near', 'fuzzy', 'threshold', 'minChars', 'reference'] as const;
 
+/** The option names of {@link AdapterOptions}. @internal */
+export const ADAPTER_OPTIONS: readonly string[] = [...FORWARDED, 'blocks'];
+
 /**
  * The message stage as the adapters run it: keep earliest, blocks on unless turned off.
  * @throws TypeError / RangeError from the stage's option validation.
@@ -48,6 +51,8 @@ const FORWARDED = ['near', 'fuzzy', 'threshold', 'minChars', 'reference'] as con
 export function runStage(messages: Message[], options: AdapterOptions | undefined): DedupeMessagesResult {
   expectOptions(options);
   const o = (options ?? {}) as Record<string, unknown>;
+  // The stage's other options (keep, recencyWindow, preserve) are fixed here: naming them is an error.
+  expectKnownKeys(o, 'options', ADAPTER_OPTIONS);
   const stage: Record<string, unknown> = { preserve: PRESERVE };
   for (const name of FORWARDED) if (Object.hasOwn(o, name) && o[name] !== undefined) stage[name] = o[name];
   // Blocks are on by default; the near pass cannot be combined with them, so asking for near

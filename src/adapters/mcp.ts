@@ -7,7 +7,7 @@
  * @module
  */
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { describe, typeError } from '../validation.js';
+import { describe, expectKnownKeys, typeError } from '../validation.js';
 import {
   processToolResultUndoable,
   ResourceLedger,
@@ -71,6 +71,7 @@ export function dedupeMcpClient<C extends Client>(client: C, options?: DedupeMcp
   }
   const o: Record<string, unknown> = options === undefined ? {} : (options as unknown as Record<string, unknown>);
   if (options !== undefined && (typeof options !== 'object' || options === null)) typeError('options', `must be an object, got ${describe(options)}`);
+  expectKnownKeys(o, 'options', ['ledger', 'turn', 'callId', 'onResult']);
   for (const name of ['turn', 'callId', 'onResult'] as const) {
     if (o[name] !== undefined && typeof o[name] !== 'function') typeError(`options.${name}`, `must be a function, got ${describe(o[name])}`);
   }

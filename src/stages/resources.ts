@@ -22,7 +22,19 @@
  *    (`turn - t > lookbackTurns`), this new delivery is the one later references point to.
  * @module
  */
-import { describe, expectArray, expectObject, expectOptions, optionalBoolean, optionalNumber, rangeError, show, typeError } from '../validation.js';
+import {
+  describe,
+  expectArray,
+  expectKnownKeys,
+  expectObject,
+  expectOptions,
+  isArrayOrRevoked,
+  optionalBoolean,
+  optionalNumber,
+  rangeError,
+  show,
+  typeError,
+} from '../validation.js';
 import { native } from '../native.js';
 import { deprecatedAlias } from '../deprecated.js';
 import { compileTemplate } from './template.js';
@@ -438,7 +450,7 @@ function readBlocks(blocks: unknown, path: string): ResourceInput {
   // A plain loop with paths built only on error: this runs for every block of every response.
   for (let i = 0; i < blocks.length; i++) {
     const block: unknown = blocks[i];
-    if (typeof block !== 'object' || block === null || Array.isArray(block)) expectObject(block, `${path}[${i}]`);
+    if (typeof block !== 'object' || block === null || isArrayOrRevoked(block)) expectObject(block, `${path}[${i}]`);
     const b = block as Record<string, unknown>;
     const type = b['type'];
     if (type === 'text') {
@@ -653,6 +665,7 @@ export class ResourceLedger {
   constructor(options?: ResourceLedgerOptions) {
     expectOptions(options);
     const o = (options ?? {}) as Record<string, unknown>;
+    expectKnownKeys(o, 'options', ['enabled', 'minBytes', 'lookbackTurns', 'tools', 'reference', 'countTokens']);
     this.#settings = readSettings(o, 'options', defaults());
     this.#reference = referenceOf(o['reference']);
     this.#countTokens = resolveTokenCounter(o['countTokens'], 'options.countTokens');

@@ -6,7 +6,11 @@
 import fc from 'fast-check';
 import { describe as suite, expect, it } from 'vitest';
 import { describe, show } from '../../src/validation.js';
-import { dedupeFindings, dedupeMessages, dedupeSources, deduplicate, type Message, tokenCounter } from '../../src/index.js';
+import { dedupeMiddleware } from '../../src/adapters/ai-sdk.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { dedupeMcpClient } from '../../src/adapters/mcp.js';
+import { dedupeOpenAIChat } from '../../src/adapters/requests.js';
+import { dedupeFindings, dedupeMessages, dedupeSources, deduplicate, type Message, ResourceLedger, type ToolResponse, tokenCounter } from '../../src/index.js';
 import { IngestIndex } from '../../src/ingest/index.js';
 import { InMemoryStore, MemoryDeduplicator, hashedEmbedding } from '../../src/memory/index.js';
 import { startServer } from '../../src/server/index.js';
@@ -62,6 +66,18 @@ suite('describe and show', () => {
     expect(() => deduplicate([], unsafe({ enable: false }))).toThrow(new TypeError('options.enable is not an option here (options: enabled)'));
     expect(() => dedupeSources([], unsafe({ url_field: 'link' }))).toThrow(/^options\.url_field is not an option here/);
     expect(() => dedupeFindings([], unsafe({ minchars: 3 }))).toThrow(/^options\.minchars is not an option here/);
+    expect(() => new ResourceLedger(unsafe({ lookback_turns: 1 }))).toThrow(/^options\.lookback_turns is not an option here/);
+    expect(() => new ResourceLedger().process(unsafe<ToolResponse>({ turn: 1, tool: 't', callId: 'c', blocks: [revoked] }))).toThrow(
+      new TypeError('response.blocks[0] must be an object, got a revoked proxy'),
+    );
+    // The adapters fix keep, recencyWindow and preserve: naming them (or a typo) is an error.
+    expect(() => dedupeMiddleware(unsafe({ minchars: 5 }))).toThrow(/^options\.minchars is not an option here/);
+    expect(() => dedupeMiddleware(unsafe({ keep: 'latest' }))).toThrow(/^options\.keep is not an option here/);
+    expect(() => dedupeMiddleware({ onDedupe: () => undefined, minChars: 10 })).not.toThrow();
+    expect(() => dedupeOpenAIChat({ messages: [] }, unsafe({ recencyWindow: 3 }))).toThrow(/^options\.recencyWindow is not an option here/);
+    expect(() => dedupeMcpClient(unsafe<Client>({ callTool: () => undefined }), unsafe({ onresult: () => undefined }))).toThrow(
+      /^options\.onresult is not an option here/,
+    );
     // The longest array, all holes: its first hole is named before anything is allocated.
     const holes = new Array(2 ** 32 - 1);
     expect(() => deduplicate(holes)).toThrow(new TypeError('scored[0] must be an object, got undefined'));
