@@ -498,7 +498,7 @@ export function blockTranscript(count: number, seed: number): TranscriptMessage[
 // ---------------------------------------------------------------------------------------------
 
 /** Names of the adversarial corpora, see {@link adversarialCorpus}. */
-export const ADVERSARIAL_CASES = ['shared-prefix-20k', 'near-identical-4k', 'long-equal-4k'] as const;
+export const ADVERSARIAL_CASES = ['shared-prefix-20k', 'near-identical-4k', 'long-equal-4k', 'near-identical-16k', 'shared-pool-8k'] as const;
 export type AdversarialCase = (typeof ADVERSARIAL_CASES)[number];
 
 const LICENSE = [
@@ -536,6 +536,23 @@ function nearIdentical(rng: Rng, count: number): TranscriptMessage[] {
 }
 
 /**
+ * `count` messages of five shared header lines and 35 lines drawn from one pool of 70: every
+ * line is frequent, so every pair shares probe lines and passes the fingerprint and length
+ * checks, and none is a near duplicate (Jaccard ~0.4).
+ */
+function sharedPool(rng: Rng, count: number): TranscriptMessage[] {
+  const header = LICENSE.slice(0, 5);
+  const pool: string[] = [];
+  for (let k = 70; k > 0; k--) pool.push(codeLine(rng));
+  const out: TranscriptMessage[] = [];
+  for (let i = 0; i < count; i++) {
+    const body = pool.filter(() => rng.int(2) === 0).slice(0, 35);
+    out.push({ id: `a${i}`, role: 'tool', content: [...header, ...body].join('\n') });
+  }
+  return out;
+}
+
+/**
  * `count` distinct messages of exactly `length` characters: three shared header lines (overlap
  * 3, the minimum that makes a pair a candidate), then ~100-character lines unique to the message.
  */
@@ -559,7 +576,15 @@ function longEqual(rng: Rng, count: number, length: number): TranscriptMessage[]
 export function adversarialCorpus(name: AdversarialCase, seed = 7): TranscriptMessage[] {
   const rng = mulberry32(seed);
   const messages =
-    name === 'shared-prefix-20k' ? sharedPrefix(rng, 20_000) : name === 'near-identical-4k' ? nearIdentical(rng, 4_000) : longEqual(rng, 4_000, 20_000);
+    name === 'shared-prefix-20k'
+      ? sharedPrefix(rng, 20_000)
+      : name === 'near-identical-4k'
+        ? nearIdentical(rng, 4_000)
+        : name === 'near-identical-16k'
+          ? nearIdentical(rng, 16_000)
+          : name === 'shared-pool-8k'
+            ? sharedPool(rng, 8_000)
+            : longEqual(rng, 4_000, 20_000);
   for (const m of messages) m.content = freshCopy(m.content);
   return messages;
 }
