@@ -1125,6 +1125,26 @@ function readRecord(value: unknown, path: string, latest: number): DeliveryRecor
 }
 
 /**
+ * Validates `decisions` before anything is built (indexed, so holes are reported): each
+ * `referenced` one has an integer `index` into the `length` items of `where` and an object at
+ * `field` (what goes back).
+ */
+function checkReferenced(decisions: unknown, length: number, where: string, field: 'block' | 'mcpBlock'): asserts decisions is readonly ResourceDecision[] {
+  expectArray(decisions, 'decisions');
+  for (let k = 0; k < decisions.length; k++) {
+    const d: unknown = decisions[k];
+    expectObject(d, `decisions[${k}]`);
+    if (d['action'] !== 'referenced') continue;
+    const index = d['index'];
+    if (typeof index !== 'number') typeError(`decisions[${k}].index`, `must be a number, got ${describe(index)}`);
+    if (!Number.isInteger(index) || index < 0 || index >= length) {
+      rangeError(`decisions[${k}].index`, `must be an integer in [0, ${length - 1}] (a position in ${where}), got ${index}`);
+    }
+    expectObject(d[field], `decisions[${k}].${field}`);
+  }
+}
+
+/**
  * Puts the original resource blocks back in place of their references.
  *
  * @param blocks the rewritten blocks returned by {@link ResourceLedger.process} (or the `content`
@@ -1135,19 +1155,7 @@ function readRecord(value: unknown, path: string, latest: number): DeliveryRecor
  */
 export function restoreResources<B extends ContentBlock>(blocks: readonly (B | TextBlock)[], decisions: readonly ResourceDecision[]): B[] {
   expectArray(blocks, 'blocks');
-  expectArray(decisions, 'decisions');
-  // Validate every decision before building anything; indexed loops so holes are reported.
-  for (let k = 0; k < decisions.length; k++) {
-    const d: unknown = decisions[k];
-    expectObject(d, `decisions[${k}]`);
-    if (d['action'] !== 'referenced') continue;
-    const index = d['index'];
-    if (typeof index !== 'number') typeError(`decisions[${k}].index`, `must be a number, got ${describe(index)}`);
-    if (!Number.isInteger(index) || index < 0 || index >= blocks.length) {
-      rangeError(`decisions[${k}].index`, `must be an integer in [0, ${blocks.length - 1}] (a position in blocks), got ${index}`);
-    }
-    expectObject(d['block'], `decisions[${k}].block`);
-  }
+  checkReferenced(decisions, blocks.length, 'blocks', 'block');
   const out = new Array<B>(blocks.length);
   for (let i = 0; i < blocks.length; i++) out[i] = blocks[i] as B;
   for (const d of decisions) {
@@ -1175,18 +1183,7 @@ export function restoreToolResult<R extends McpToolResult>(result: R, decisions:
   expectObject(result, 'result');
   const content: unknown = result['content'];
   expectArray(content, 'result.content');
-  expectArray(decisions, 'decisions');
-  for (let k = 0; k < decisions.length; k++) {
-    const d: unknown = decisions[k];
-    expectObject(d, `decisions[${k}]`);
-    if (d['action'] !== 'referenced') continue;
-    const index = d['index'];
-    if (typeof index !== 'number') typeError(`decisions[${k}].index`, `must be a number, got ${describe(index)}`);
-    if (!Number.isInteger(index) || index < 0 || index >= content.length) {
-      rangeError(`decisions[${k}].index`, `must be an integer in [0, ${content.length - 1}] (a position in result.content), got ${index}`);
-    }
-    expectObject(d['mcpBlock'], `decisions[${k}].mcpBlock`);
-  }
+  checkReferenced(decisions, content.length, 'result.content', 'mcpBlock');
   const out = content.slice() as McpContentBlock[];
   for (const d of decisions) if (d.action === 'referenced') out[d.index] = d.mcpBlock;
   return { ...result, content: out };

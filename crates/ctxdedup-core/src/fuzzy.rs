@@ -1061,18 +1061,14 @@ mod tests {
         Ok(())
     }
 
-    #[test]
-    fn mutually_near_identical_messages_are_near_linear() {
-        // 99 shared lines and one of its own each: every pair is linked. Probing used to visit
-        // every earlier member sharing a token (quadratic: ~9 s at 16k); now a component is
-        // skipped an entry at a time. A count of linked() calls would be the sharper check;
-        // this bounds the work loosely through the groups instead (a test never times).
-        let texts: Vec<String> = (0..3000)
+    /// `n` texts of 100 lines: the same `100 - own` lines, then `own` lines of their own.
+    fn shared_with_own(n: usize, own: usize) -> Vec<String> {
+        (0..n)
             .map(|i| {
                 (0..100)
                     .map(|k| {
-                        if k == 99 {
-                            format!("own {i}")
+                        if k >= 100 - own {
+                            format!("own {i} {k}")
                         } else {
                             format!("shared line {k}")
                         }
@@ -1080,7 +1076,15 @@ mod tests {
                     .collect::<Vec<_>>()
                     .join("\n")
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn mutually_near_identical_messages_are_near_linear() {
+        // 99 shared lines and one of its own each: every pair is linked. Probing used to visit
+        // every earlier member sharing a token (quadratic: ~9 s at 16k); now a component is
+        // skipped an entry at a time. The test bounds the visits (a test never times).
+        let texts = shared_with_own(3000, 1);
         let arena = Utf16Arena::from_strs(&texts);
         let all: Vec<usize> = (0..texts.len()).collect();
         let (groups, visits) = prefix_filter_pass(&arena, &all, 0.85);
@@ -1096,20 +1100,7 @@ mod tests {
         // reaches 0.85 (91 / 109). The positional filter rules most pairs out without a
         // comparison, and the budgets bound what is left.
         let n = 3000;
-        let texts: Vec<String> = (0..n)
-            .map(|i| {
-                (0..100)
-                    .map(|k| {
-                        if k >= 91 {
-                            format!("own {i} {k}")
-                        } else {
-                            format!("shared line {k}")
-                        }
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })
-            .collect();
+        let texts = shared_with_own(n, 9);
         let arena = Utf16Arena::from_strs(&texts);
         let all: Vec<usize> = (0..n).collect();
         let (groups, visits) = prefix_filter_pass(&arena, &all, 0.85);
