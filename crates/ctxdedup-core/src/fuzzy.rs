@@ -37,6 +37,9 @@ pub struct FuzzyMember {
     pub(crate) bag: Vec<(u32, u32)>,
     /// Number of normalized lines (the bag's total count).
     lines: usize,
+    /// XOR of one bit per line occurrence (see [`set_bag`]): bits set in one member's sketch and
+    /// not the other's bound how many occurrences the two do not share.
+    sketch: [u64; 4],
 }
 
 /// A connected component of at least two messages, members ascending by index.
@@ -300,7 +303,17 @@ fn set_bag(member: &mut FuzzyMember, ids: &mut [u32]) {
             _ => bag.push((id, 1)),
         }
     }
+    let mut sketch = [0u64; 4];
+    for &(line, count) in &bag {
+        for k in 0..count {
+            // Occurrence k of the line: a fixed mix of the pair picks one of the 256 bits.
+            let bit = ((u64::from(line) << 32 | u64::from(k)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                >> 56) as usize;
+            sketch[bit >> 6] ^= 1 << (bit & 63);
+        }
+    }
     member.bag = bag;
+    member.sketch = sketch;
 }
 
 /// Normalizes the participants into bags of interned line ids; drops those with < 2 lines.
@@ -334,6 +347,7 @@ pub(crate) fn build_members<S: Utf16Source>(src: &S, participants: &[usize]) -> 
             fingerprint: ids[..ids.len().min(FINGERPRINT_LINES)].to_vec(),
             bag: Vec::new(),
             lines: 0,
+            sketch: [0; 4],
         };
         set_bag(&mut member, &mut ids);
         members.push(member);
@@ -424,6 +438,12 @@ pub(crate) fn probe_tokens(member: &FuzzyMember, threshold: f64, doc_freq: &[u32
 
 /// Whether two members are linked in the match graph.
 pub(crate) fn linked(a: &FuzzyMember, b: &FuzzyMember, threshold: f64) -> bool {
+    may_link(a, b, threshold) && jaccard(a, b) >= threshold
+}
+
+/// The checks of [`linked`] that cost a few comparisons (line counts, raw lengths, fingerprints):
+/// `false` means not linked; `true` leaves the Jaccard to compute.
+fn may_link(a: &FuzzyMember, b: &FuzzyMember, threshold: f64) -> bool {
     let (lo, hi) = if a.lines < b.lines {
         (a.lines, b.lines)
     } else {
@@ -433,7 +453,24 @@ pub(crate) fn linked(a: &FuzzyMember, b: &FuzzyMember, threshold: f64) -> bool {
     (lo as f64 / hi as f64) >= threshold
         && ratio(a.raw_len, b.raw_len) >= LENGTH_RATIO
         && fingerprint_overlap(&a.fingerprint, &b.fingerprint) >= FINGERPRINT_OVERLAP
-        && jaccard(a, b) >= threshold
+        && sketches_may_reach(a, b, threshold)
+}
+
+/// Whether the sketches leave room for a Jaccard of `threshold`. Occurrences both members hold
+/// cancel in the XOR of their sketches, so its set bits are at most the occurrences only one
+/// holds: `|A ∩ B| = (|A| + |B| - |A Δ B|) / 2 <= (|A| + |B| - bits) / 2`, and `J >= t` needs
+/// `|A ∩ B| >= t / (1 + t) * (|A| + |B|)`.
+#[expect(clippy::cast_precision_loss, reason = "line counts far below 2^52")]
+fn sketches_may_reach(a: &FuzzyMember, b: &FuzzyMember, threshold: f64) -> bool {
+    if threshold <= 0.0 {
+        return true;
+    }
+    let differ: u32 = (0..4)
+        .map(|w| (a.sketch[w] ^ b.sketch[w]).count_ones())
+        .sum();
+    let total = a.lines + b.lines;
+    let most = total.saturating_sub(differ as usize) as f64 / 2.0;
+    most >= threshold / (1.0 + threshold) * total as f64 - 1e-9
 }
 
 /// Batches of up to this many participants take the lazy path ([`lazy_groups`]): every pair's
@@ -521,6 +558,7 @@ fn lazy_groups<S: Utf16Source>(src: &S, participants: &[usize], threshold: f64) 
             fingerprint: ids.clone(),
             bag: Vec::new(),
             lines: 0,
+            sketch: [0; 4],
         });
     }
 
@@ -659,11 +697,19 @@ fn for_distinct(fingerprint: &[u32], mut f: impl FnMut(u32, u32)) {
     }
 }
 
-/// Entries and postings one message may visit while probing for its near duplicates.
-pub const PROBE_BUDGET: usize = 4096;
+/// Index entries and postings one call visits while probing before the per-message bounds apply
+/// (a visit costs a few comparisons: the positional filter, line counts, lengths, fingerprints,
+/// sketches; this many take about a quarter of a second).
+pub const CALL_VISITS: usize = 1 << 25;
 
-/// Earlier messages one message may be compared with in full (the multiset Jaccard).
-pub const COMPARE_BUDGET: usize = 256;
+/// Multiset Jaccards one call computes in full before the per-message bounds apply.
+pub const CALL_COMPARISONS: usize = 1 << 20;
+
+/// Once a call has spent [`CALL_VISITS`], the visits each further message may spend.
+pub const MESSAGE_VISITS: usize = 4096;
+
+/// Once a call has spent [`CALL_COMPARISONS`], the Jaccards each further message may compute.
+pub const MESSAGE_COMPARISONS: usize = 64;
 
 /// No entry or posting (the end of a chain).
 const END: u32 = u32::MAX;
@@ -692,7 +738,7 @@ struct PrefixIndex {
     /// Per component root: `(walk, entry)` of the entry that walk met for it.
     met: Vec<(u64, u32)>,
     walk: u64,
-    /// Entries and postings visited so far (what [`PROBE_BUDGET`] bounds per message).
+    /// Entries and postings visited so far (what [`CALL_VISITS`] and [`MESSAGE_VISITS`] bound).
     visits: usize,
 }
 
@@ -775,11 +821,14 @@ impl PrefixIndex {
                         continue;
                     }
                     seen[j] = to_u32(i);
-                    if !may_reach(&members[i], at_i, &members[j], at_j as usize, threshold) {
+                    if !may_reach(&members[i], at_i, &members[j], at_j as usize, threshold)
+                        || !may_link(&members[i], &members[j], threshold)
+                    {
                         continue;
                     }
+                    // Only a Jaccard computed in full counts against the comparison budget.
                     budget.1 -= 1;
-                    if linked(&members[i], &members[j], threshold) {
+                    if jaccard(&members[i], &members[j]) >= threshold {
                         // The rest of the entry is now `i`'s component.
                         uf.union(i, j);
                         break;
@@ -836,24 +885,38 @@ fn may_reach(a: &FuzzyMember, at_a: usize, b: &FuzzyMember, at_b: usize, thresho
 /// message normalized once, candidate pairs without comparing all pairs, and members of a
 /// component already joined skipped an entry at a time ([`PrefixIndex::probe`]).
 ///
-/// Work per message is bounded: it visits at most [`PROBE_BUDGET`] index entries and postings
-/// and compares at most [`COMPARE_BUDGET`] earlier messages in full (newest first), so no input
-/// makes the pass superlinear. The budgets bind only when thousands of messages share lines
-/// without being near duplicates of each other; a near copy beyond them can then be missed
-/// (never a false match), and it is still found from the other side when it comes later.
+/// Work is bounded, so no input makes the pass superlinear: a call spends up to [`CALL_VISITS`]
+/// visits and [`CALL_COMPARISONS`] Jaccards exactly as the rule needs; past those, each further
+/// message visits at most [`MESSAGE_VISITS`] entries and postings and computes at most
+/// [`MESSAGE_COMPARISONS`] Jaccards (newest first). Only inputs where thousands of messages share
+/// lines without being near duplicates of one another get that far; a near copy past the bounds
+/// can then be missed, never wrongly matched.
 fn prefix_filter_groups<S: Utf16Source>(
     src: &S,
     participants: &[usize],
     threshold: f64,
 ) -> Vec<FuzzyGroup> {
-    prefix_filter_pass(src, participants, threshold).0
+    prefix_filter_pass(src, participants, threshold, WORK_BOUNDS).0
 }
 
-/// [`prefix_filter_groups`] and the entries and postings it visited.
+/// How much work [`prefix_filter_pass`] does exactly, and then per message: `(call visits, call
+/// Jaccards, message visits, message Jaccards)`.
+type WorkBounds = (usize, usize, usize, usize);
+
+/// The bounds of every call (tests pass smaller ones).
+const WORK_BOUNDS: WorkBounds = (
+    CALL_VISITS,
+    CALL_COMPARISONS,
+    MESSAGE_VISITS,
+    MESSAGE_COMPARISONS,
+);
+
+/// [`prefix_filter_groups`] under `bounds`, and the entries and postings it visited.
 fn prefix_filter_pass<S: Utf16Source>(
     src: &S,
     participants: &[usize],
     threshold: f64,
+    bounds: WorkBounds,
 ) -> (Vec<FuzzyGroup>, usize) {
     let candidates = with_possible_candidates(src, participants);
     let members = build_members(src, &candidates);
@@ -862,9 +925,12 @@ fn prefix_filter_pass<S: Utf16Source>(
     let mut uf = UnionFind::new(members.len());
     let mut index = PrefixIndex::new(members.len());
     let mut seen = vec![u32::MAX; members.len()];
+    // What the call may still spend exactly (see `prefix_filter_groups`).
+    let mut left = (bounds.0, bounds.1);
     for i in 0..members.len() {
         let tokens = probe_tokens(&members[i], threshold, &doc_freq);
-        let mut budget = (PROBE_BUDGET, COMPARE_BUDGET);
+        let start = (left.0.max(bounds.2), left.1.max(bounds.3));
+        let mut budget = start;
         for (at, &token) in tokens.iter().enumerate() {
             index.probe(
                 token,
@@ -877,6 +943,10 @@ fn prefix_filter_pass<S: Utf16Source>(
                 &mut budget,
             );
         }
+        left = (
+            left.0.saturating_sub(start.0 - budget.0),
+            left.1.saturating_sub(start.1 - budget.1),
+        );
         for (at, &token) in tokens.iter().enumerate() {
             index.insert(token, at, i, &mut uf);
         }
@@ -900,13 +970,17 @@ mod tests {
                 _ => bag.push((id, 1)),
             }
         }
-        FuzzyMember {
+        let mut member = FuzzyMember {
             index: 0,
             raw_len,
             fingerprint: lines[..lines.len().min(5)].to_vec(),
-            bag,
-            lines: lines.len(),
-        }
+            bag: Vec::new(),
+            lines: 0,
+            sketch: [0; 4],
+        };
+        set_bag(&mut member, &mut lines.to_vec());
+        assert_eq!((member.bag.clone(), member.lines), (bag, lines.len()));
+        member
     }
 
     #[test]
@@ -1026,12 +1100,19 @@ mod tests {
         assert_eq!(groups[0].similarity(0, 1), 19.0 / 21.0);
     }
 
+    /// The rule of the module comment, without any of the filters that only skip work.
+    fn rule(a: &FuzzyMember, b: &FuzzyMember, threshold: f64) -> bool {
+        ratio(a.raw_len, b.raw_len) >= LENGTH_RATIO
+            && fingerprint_overlap(&a.fingerprint, &b.fingerprint) >= FINGERPRINT_OVERLAP
+            && jaccard(a, b) >= threshold
+    }
+
     /// Quadratic reference: every pair checked.
     fn brute_force(members: &[FuzzyMember], threshold: f64) -> Vec<Vec<usize>> {
         let mut uf = UnionFind::new(members.len());
         for i in 0..members.len() {
             for j in 0..i {
-                if linked(&members[i], &members[j], threshold) {
+                if rule(&members[i], &members[j], threshold) {
                     uf.union(i, j);
                 }
             }
@@ -1057,6 +1138,13 @@ mod tests {
                 .map(|g| g.members.iter().map(|m| m.index).collect())
                 .collect();
             prop_assert_eq!(&got, &expected);
+        }
+        // Past tiny bounds a link can be missed, never made: each group lies in one component.
+        let (bounded, _) = prefix_filter_pass(&arena, &all, t, (0, 0, 3, 1));
+        for g in &bounded {
+            let first = g.members[0].index;
+            let home = expected.iter().find(|e| e.contains(&first));
+            prop_assert!(home.is_some_and(|e| g.members.iter().all(|m| e.contains(&m.index))));
         }
         Ok(())
     }
@@ -1087,7 +1175,7 @@ mod tests {
         let texts = shared_with_own(3000, 1);
         let arena = Utf16Arena::from_strs(&texts);
         let all: Vec<usize> = (0..texts.len()).collect();
-        let (groups, visits) = prefix_filter_pass(&arena, &all, 0.85);
+        let (groups, visits) = prefix_filter_pass(&arena, &all, 0.85, WORK_BOUNDS);
         assert_eq!(groups.len(), 1);
         assert_eq!(groups[0].members.len(), 3000);
         // 16 probe tokens each: a handful of visits per token, not one per earlier message.
@@ -1103,16 +1191,32 @@ mod tests {
         let texts = shared_with_own(n, 9);
         let arena = Utf16Arena::from_strs(&texts);
         let all: Vec<usize> = (0..n).collect();
-        let (groups, visits) = prefix_filter_pass(&arena, &all, 0.85);
+        // Bounds scaled down (the call's first 100,000 visits exact, then 500 a message).
+        let bounds = (100_000, 1000, 500, 10);
+        let (groups, visits) = prefix_filter_pass(&arena, &all, 0.85, bounds);
         assert!(groups.is_empty());
-        assert!(visits <= n * PROBE_BUDGET, "{visits} visits");
+        assert!(visits <= bounds.0 + n * bounds.2, "{visits} visits");
+        let (_, unbounded) = prefix_filter_pass(&arena, &all, 0.85, (usize::MAX, usize::MAX, 0, 0));
         assert!(
-            visits > n * 100,
-            "the case should exercise the budget: {visits} visits"
+            unbounded > 4 * visits,
+            "the case should need the bounds: {unbounded} visits"
         );
     }
 
     proptest! {
+        #[test]
+        fn the_cheap_checks_never_refuse_a_pair_the_rule_links(
+            a in prop::collection::vec(0u32..12, 2..40),
+            b in prop::collection::vec(0u32..12, 2..40),
+            t in prop::sample::select(vec![0.0, 0.2, 0.5, 0.7, 0.85, 0.95, 1.0]),
+        ) {
+            let (a, b) = (member(&a, 100), member(&b, 100));
+            if rule(&a, &b, t) {
+                prop_assert!(may_link(&a, &b, t));
+            }
+            prop_assert_eq!(linked(&a, &b, t), rule(&a, &b, t));
+        }
+
         #[test]
         fn families_of_near_copies_form_the_brute_force_components(
             // (family, edited line, edit) per message: copies of a few base texts with one line
