@@ -426,6 +426,17 @@ describe('dedupeMessages: fuzzy', () => {
   const editedText = edited.join('\n');
   const other = Array.from({ length: 20 }, (_, i) => `unrelated ${i}: lorem ipsum dolor sit amet`).join('\n');
 
+  it('finds a near copy behind hundreds of messages of one family it does not match (the work bounds do not bind)', () => {
+    // 298 copies padded past the 0.7 length ratio: one component, never linked to m0 or the last.
+    // A first version of the bounds spent each message's comparisons on them and missed m0.
+    const padded = (k: number): string => `${baseText}\n${' '.repeat(baseText.length + k)}`;
+    const input = [msg('m0', baseText), ...Array.from({ length: 298 }, (_, k) => msg(`p${k}`, padded(k))), msg('last', editedText)];
+    const r = dedupeMessages(input, { near: true });
+    const first = r.decisions.find((d) => d.index === 0);
+    expect(first).toMatchObject({ kind: 'near', duplicateOfId: 'last' });
+    expect(r.decisions.filter((d) => d.kind === 'near')).toHaveLength(298);
+  });
+
   it('finds a near duplicate and explains it (similarity, percent, own length)', () => {
     const input = [msg('m0', baseText), msg('m1', other), msg('m2', editedText)];
     const r = checkResult(input, dedupeMessages(input, { near: true }));
