@@ -19,7 +19,7 @@
  * @module
  */
 import { randomUUID } from 'node:crypto';
-import { describe, expectArray, expectObject, expectOptions, optionalNumber, rangeError, show, typeError } from '../validation.js';
+import { describe, expectArray, expectKnownKeys, expectObject, expectOptions, optionalNumber, rangeError, show, typeError } from '../validation.js';
 import { DEFAULT_ASYNC_THRESHOLD, hashBatch, type Hashing } from './hash.js';
 import { DEFAULT_NEAR_WINDOW_MAX_CHARS, NearWindows, nearOption, type NearCandidate, type NearDuplicateOptions, type NearSettings } from './near.js';
 import type { SqliteStoreOptions } from './sqlite-store.js';
@@ -109,6 +109,21 @@ export interface NamespaceOptions {
 }
 
 /** Options of {@link IngestIndex.open}. */
+/** The option names {@link IngestIndex.open} takes. */
+const INDEX_OPTIONS = [
+  'store',
+  'ttlSeconds',
+  'nearDuplicates',
+  'nearWindowMaxChars',
+  'namespaces',
+  'maxBatchItems',
+  'asyncThreshold',
+  'hashing',
+  'redisKeyPrefix',
+  'sqlite',
+  'now',
+] as const satisfies readonly (keyof IngestIndexOptions)[];
+
 export interface IngestIndexOptions {
   /**
    * `memory`, `sqlite:<path>` (embedded, durable; the default is `sqlite:./ctxdedup-ingest.sqlite`;
@@ -196,6 +211,7 @@ export class IngestIndex {
    */
   static async open(options: IngestIndexOptions = {}): Promise<IngestIndex> {
     expectOptions(options);
+    expectKnownKeys(options as Record<string, unknown>, 'options', INDEX_OPTIONS);
     ttlOption(options.ttlSeconds, 'options.ttlSeconds');
     nearOption(options.nearDuplicates, 'options.nearDuplicates');
     optionalNumber(options.nearWindowMaxChars, 'options.nearWindowMaxChars', 0, { min: 0, integer: true });

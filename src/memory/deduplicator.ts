@@ -10,7 +10,7 @@
  * merged) memory is written before anything is deleted; and `undo(id)` puts a recorded memory back.
  * @module
  */
-import { describe, expectObject, expectOptions, optionalBoolean, rangeError, show, typeError } from '../validation.js';
+import { describe, expectKnownKeys, expectObject, expectOptions, optionalBoolean, rangeError, show, typeError } from '../validation.js';
 import { native } from '../native.js';
 import { deprecatedAlias } from '../deprecated.js';
 import { type AuditEntry, type AuditLog, InMemoryAuditLog } from './audit.js';
@@ -249,6 +249,7 @@ export class MemoryDeduplicator {
    */
   constructor(options: MemoryDeduplicatorOptions) {
     expectObject(options, 'options');
+    expectKnownKeys(options, 'options', ['store', 'embed', 'merge', 'upperThreshold', 'lowerThreshold', 'enabled', 'logger', 'audit', 'now']);
     const { store, embed, merge, logger } = options;
     expectObject(store, 'options.store');
     for (const method of ['add', 'update', 'delete', 'get', 'list', 'nearest'] as const) {

@@ -23,7 +23,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { isIPv4 } from 'node:net';
 import type { default as Fastify, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type * as PromClient from 'prom-client';
-import { describe, show } from '../validation.js';
+import { describe, expectKnownKeys, expectOptions, show } from '../validation.js';
 import { requirePeer } from '../optional.js';
 import {
   DEFAULT_STORE,
@@ -232,6 +232,24 @@ function isJson(text: string): boolean {
   }
 }
 
+/** The option names {@link startServer} takes. */
+const SERVER_OPTIONS = [
+  'host',
+  'port',
+  'store',
+  'token',
+  'allowUnauthenticated',
+  'bodyTimeoutMs',
+  'headersTimeoutMs',
+  'maxBody',
+  'ttlSeconds',
+  'hashing',
+  'sqliteSynchronous',
+  'nearDuplicates',
+  'namespaces',
+  'logger',
+] as const satisfies readonly (keyof ServerOptions)[];
+
 /**
  * Starts the server and resolves once it listens, with the o200k_base vocabulary loaded (block
  * dedup counts tokens; loading it takes about 0.05 s, which the first request would pay otherwise).
@@ -239,6 +257,9 @@ function isJson(text: string): boolean {
  *   or if the optional packages fastify and prom-client (or the store's: better-sqlite3, ioredis) are not installed.
  */
 export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
+  expectOptions(options);
+  // A misspelled `token` must not start a server without authentication.
+  expectKnownKeys(options as Record<string, unknown>, 'options', SERVER_OPTIONS);
   const host = options.host ?? '127.0.0.1';
   const port = options.port ?? DEFAULT_PORT;
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new RangeError(`options.port must be an integer in [0, 65535], got ${show(port)}`);

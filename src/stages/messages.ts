@@ -257,6 +257,7 @@ function referenceOf(option: unknown): (info: ReferenceInfo) => string {
   }
   if (option !== undefined) expectObject(option, 'options.reference');
   const given = (option ?? {}) as Record<string, unknown>;
+  expectKnownKeys(given, 'options.reference', ['exact', 'near', 'fuzzy']);
   // An absent or `undefined` template means the default, like every other option.
   const read = (key: string): string | undefined => {
     const template = Object.hasOwn(given, key) ? given[key] : undefined;

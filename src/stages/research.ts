@@ -421,6 +421,9 @@ export function dedupeResearch<S extends Source>(
 ): { sources: DedupeSourcesResult<S>; findings: DedupeFindingsResult; report: StageReport } {
   expectObject(input, 'input');
   expectOptions(options);
+  if (options !== undefined) {
+    expectKnownKeys(options as Record<string, unknown>, 'options', ['credibilityField', 'urlField', 'canonicalizeUrls', 'minChars', 'countTokens']);
+  }
   const { credibilityField, urlField, canonicalizeUrls, minChars, countTokens } = options ?? {};
   const sourceOptions: DedupeSourcesOptions = {};
   if (credibilityField !== undefined) sourceOptions.credibilityField = credibilityField;

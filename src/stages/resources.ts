@@ -383,6 +383,7 @@ function readTools(value: unknown, path: string, into: Map<string, boolean>): vo
   for (const [name, settings] of Object.entries(value)) {
     const toolPath = `${path}[${show(name)}]`;
     expectObject(settings, toolPath);
+    expectKnownKeys(settings, toolPath, ['deduplicate']);
     const dedup = optionalBoolean(settings['deduplicate'], `${toolPath}.deduplicate`, true);
     into.set(name, dedup);
   }

@@ -10,7 +10,17 @@ import { dedupeMiddleware } from '../../src/adapters/ai-sdk.js';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { dedupeMcpClient } from '../../src/adapters/mcp.js';
 import { dedupeOpenAIChat } from '../../src/adapters/requests.js';
-import { dedupeFindings, dedupeMessages, dedupeSources, deduplicate, type Message, ResourceLedger, type ToolResponse, tokenCounter } from '../../src/index.js';
+import {
+  dedupeFindings,
+  dedupeMessages,
+  dedupeResearch,
+  dedupeSources,
+  deduplicate,
+  type Message,
+  ResourceLedger,
+  type ToolResponse,
+  tokenCounter,
+} from '../../src/index.js';
 import { IngestIndex } from '../../src/ingest/index.js';
 import { InMemoryStore, MemoryDeduplicator, hashedEmbedding } from '../../src/memory/index.js';
 import { startServer } from '../../src/server/index.js';
@@ -67,6 +77,10 @@ suite('describe and show', () => {
     expect(() => dedupeSources([], unsafe({ url_field: 'link' }))).toThrow(/^options\.url_field is not an option here/);
     expect(() => dedupeFindings([], unsafe({ minchars: 3 }))).toThrow(/^options\.minchars is not an option here/);
     expect(() => new ResourceLedger(unsafe({ lookback_turns: 1 }))).toThrow(/^options\.lookback_turns is not an option here/);
+    expect(() => new ResourceLedger(unsafe({ tools: { read: { dedupliate: false } } }))).toThrow(/^options\.tools\["read"\]\.dedupliate is not an option here/);
+    expect(() => dedupeMessages([], unsafe({ reference: { exat: 'x' } }))).toThrow(/^options\.reference\.exat is not an option here/);
+    expect(() => dedupeResearch({ sources: [], findings: [] }, unsafe({ canonicalizeUrl: true }))).toThrow(/^options\.canonicalizeUrl is not an option here/);
+    expect(() => new MemoryDeduplicator(unsafe({ store: new InMemoryStore(), treshold: 0.99 }))).toThrow(/^options\.treshold is not an option here/);
     expect(() => new ResourceLedger().process(unsafe<ToolResponse>({ turn: 1, tool: 't', callId: 'c', blocks: [revoked] }))).toThrow(
       new TypeError('response.blocks[0] must be an object, got a revoked proxy'),
     );
@@ -109,6 +123,9 @@ suite('errors that show a value name their path (any value)', () => {
   it('tokenCounter, IngestIndex.open and startServer render odd values', async () => {
     expect(() => tokenCounter(unsafe(Object.create(null)))).toThrow(/^encoding must be one of .*, got \{\}$/);
     await expect(IngestIndex.open({ hashing: unsafe(10n) })).rejects.toThrow(new TypeError("options.hashing must be 'native', got 10n"));
+    // A misspelled token must not start a server without authentication.
+    await expect(startServer(unsafe({ port: 0, tokne: 'a-secret-token-value' }))).rejects.toThrow(/^options\.tokne is not an option here/);
+    await expect(IngestIndex.open(unsafe({ store: 'memory', ttlSecond: 5 }))).rejects.toThrow(/^options\.ttlSecond is not an option here/);
     await expect(startServer({ port: unsafe(Symbol('p')) })).rejects.toThrow(new RangeError('options.port must be an integer in [0, 65535], got Symbol(p)'));
     await expect(startServer({ port: 8080, maxBody: unsafe(Object.create(null)) })).rejects.toThrow(
       new RangeError('options.maxBody must be a positive integer (bytes), got {}'),
