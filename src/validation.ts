@@ -91,6 +91,16 @@ function isArray(value: unknown): boolean | undefined {
   }
 }
 
+/** `Array.isArray(value)`, and `false` for a revoked proxy (on which `Array.isArray` throws). */
+export function isArraySafe(value: unknown): value is unknown[] {
+  return isArray(value) === true;
+}
+
+/** Whether `value` is a revoked proxy (every operation on it throws). */
+export function isRevokedProxy(value: unknown): boolean {
+  return isArray(value) === undefined;
+}
+
 /**
  * `Array.isArray(value)`, and `true` for a revoked proxy: for hot loops that call
  * {@link expectObject} (which names the revoked proxy) only when this is true. @internal

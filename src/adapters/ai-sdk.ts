@@ -23,7 +23,7 @@
  * @module
  */
 import type { LanguageModelMiddleware } from 'ai';
-import { describe, expectOptions, typeError } from '../validation.js';
+import { describe, expectOptions, isArraySafe, typeError } from '../validation.js';
 import { dedupeUnits, runStage, withEdits, type AdapterDecision, type AdapterOptions, type AdapterReport, type AdapterStats } from './engine.js';
 import { deprecatedAlias } from '../deprecated.js';
 import { isObject, pathText, type PathStep, type Unit } from './mapping.js';
@@ -90,7 +90,7 @@ type Sink = (id: string, role: string, text: string, slot: Slot, blocked: boolea
 
 /** The AI SDK prompt (LanguageModelV3 / V4 prompt) as units: the one mapping of this format. */
 function promptUnits(prompt: unknown): PromptUnits {
-  if (!Array.isArray(prompt)) fail([], `must be an array, got ${describe(prompt)}`);
+  if (!isArraySafe(prompt)) fail([], `must be an array, got ${describe(prompt)}`);
   const out: PromptUnits = { units: [], slots: [], unknown: 0 };
   /** Ids of the tool calls marked `providerExecuted` seen so far. */
   const providerExecuted = new Set<unknown>();
@@ -116,7 +116,7 @@ function promptUnits(prompt: unknown): PromptUnits {
       );
       continue;
     }
-    if (!Array.isArray(content)) fail([i, 'content'], `must be an array, got ${describe(content)}`);
+    if (!isArraySafe(content)) fail([i, 'content'], `must be an array, got ${describe(content)}`);
     let blocked = false;
     for (let j = 0; j < content.length; j++) {
       const part: unknown = content[j];
@@ -169,7 +169,7 @@ function toolResult(part: Record<string, unknown>, i: number, j: number, add: Si
     if (text !== undefined) add(id, 'tool', text, { path: [i, 'content', j, 'output'], json: type === 'json' ? 'text' : 'error-text' }, false);
   } else if (type === 'content') {
     const items = output['value'];
-    if (!Array.isArray(items)) fail([i, 'content', j, 'output', 'value'], `must be an array, got ${describe(items)}`);
+    if (!isArraySafe(items)) fail([i, 'content', j, 'output', 'value'], `must be an array, got ${describe(items)}`);
     for (let k = 0; k < items.length; k++) {
       const item: unknown = items[k];
       if (!isObject(item)) fail([i, 'content', j, 'output', 'value', k], `must be an object, got ${describe(item)}`);

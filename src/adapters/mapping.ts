@@ -9,7 +9,7 @@
  * @internal
  * @module
  */
-import { describe, typeError } from '../validation.js';
+import { describe, isArrayOrRevoked, isArraySafe, typeError } from '../validation.js';
 import type { Message } from '../stages/messages.js';
 
 /** A step into a parsed JSON value. */
@@ -31,7 +31,8 @@ type Json = Record<string, unknown>;
 
 /** Whether `value` is a plain object (not null, not an array). */
 export function isObject(value: unknown): value is Json {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
+  // A revoked proxy is no object to read (every read throws): callers report it by `describe`.
+  return typeof value === 'object' && value !== null && !isArrayOrRevoked(value);
 }
 
 /** Content part types of OpenAI Chat Completions messages that carry no text to deduplicate. */
@@ -114,8 +115,8 @@ export function collectMessage(m: Json, at: PathStep[], baseId: string, ids: Ids
   const content = m['content'];
   // A message that calls tools is never rewritten (the stage's rule): OpenAI `tool_calls`, or an
   // Anthropic `tool_use` block.
-  let hasToolUse = openai && Array.isArray(m['tool_calls']) && m['tool_calls'].length > 0;
-  if (anthropic && Array.isArray(content)) {
+  let hasToolUse = openai && isArraySafe(m['tool_calls']) && m['tool_calls'].length > 0;
+  if (anthropic && isArraySafe(content)) {
     for (const block of content) if (isObject(block) && block['type'] === 'tool_use') hasToolUse = true;
   }
   collectContent(content, [...at, 'content'], baseId, role, hasToolUse, ids, out, reading);
@@ -147,7 +148,7 @@ function collectContent(
     unit(baseId, role, content, at, blocked);
     return;
   }
-  if (!Array.isArray(content)) {
+  if (!isArraySafe(content)) {
     if (content !== undefined && content !== null) malformed(reading, at, `must be a string, an array or null, got ${describe(content)}`);
     return;
   }
@@ -178,7 +179,7 @@ function collectToolResult(block: Json, path: PathStep[], id: string, unit: Unit
     unit(id, 'tool', inner, [...path, 'content'], false);
     return;
   }
-  if (!Array.isArray(inner)) {
+  if (!isArraySafe(inner)) {
     if (inner !== undefined) malformed(reading, [...path, 'content'], `must be a string or an array, got ${describe(inner)}`);
     return;
   }

@@ -406,7 +406,8 @@ function validateBatch(namespace: unknown, items: unknown, maxItems: number): Va
       try {
         json = JSON.stringify(item.metadata);
       } catch (error) {
-        return typeError(`${path}.metadata`, `is not serializable as JSON: ${(error as Error).message}`);
+        const overflow = error instanceof RangeError && error.message === 'Maximum call stack size exceeded';
+        return typeError(`${path}.metadata`, overflow ? 'nests too deeply to be stored as JSON' : `is not serializable as JSON: ${(error as Error).message}`);
       }
       metadata[i] = json;
     }

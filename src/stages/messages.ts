@@ -21,6 +21,7 @@ import {
   expectKnownKeys,
   expectOptions,
   isArrayOrRevoked,
+  isRevokedProxy,
   optionalBoolean,
   optionalNumber,
   optionalStrings,
@@ -523,6 +524,7 @@ export function restoreMessages<M extends Message>(messages: readonly M[], verba
   const out = new Array<M>(messages.length);
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i] as M;
+    if (isRevokedProxy(m)) expectObject(m, `messages[${i}]`);
     const marker = (m as Message | undefined)?.metadata?.['ctxdedup'];
     out[i] = marker === undefined || typeof m.id !== 'string' || !Object.hasOwn(verbatim, m.id) ? m : (verbatim[m.id] as M);
   }

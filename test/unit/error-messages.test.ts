@@ -6,7 +6,7 @@
 import fc from 'fast-check';
 import { describe as suite, expect, it } from 'vitest';
 import { describe, show } from '../../src/validation.js';
-import { dedupeMiddleware } from '../../src/adapters/ai-sdk.js';
+import { dedupeMiddleware, dedupePrompt } from '../../src/adapters/ai-sdk.js';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { dedupeMcpClient } from '../../src/adapters/mcp.js';
 import { dedupeOpenAIChat } from '../../src/adapters/requests.js';
@@ -18,6 +18,7 @@ import {
   deduplicate,
   type Message,
   ResourceLedger,
+  restoreMessages,
   type ToolResponse,
   tokenCounter,
 } from '../../src/index.js';
@@ -92,6 +93,12 @@ suite('describe and show', () => {
     expect(() => dedupeMcpClient(unsafe<Client>({ callTool: () => undefined }), unsafe({ onresult: () => undefined }))).toThrow(
       /^options\.onresult is not an option here/,
     );
+    // The adapters and restoreMessages name a revoked proxy too.
+    expect(() => dedupeOpenAIChat({ messages: [unsafe(revoked)] })).toThrow(new TypeError('request.messages[0] must be an object, got a revoked proxy'));
+    expect(() => dedupePrompt(unsafe([{ role: 'user', content: [revoked] }]))).toThrow(
+      new TypeError('prompt[0].content[0] must be an object, got a revoked proxy'),
+    );
+    expect(() => restoreMessages(unsafe<Message[]>([revoked]), {})).toThrow(new TypeError('messages[0] must be an object, got a revoked proxy'));
     // The longest array, all holes: its first hole is named before anything is allocated.
     const holes = new Array(2 ** 32 - 1);
     expect(() => deduplicate(holes)).toThrow(new TypeError('scored[0] must be an object, got undefined'));
@@ -126,6 +133,14 @@ suite('errors that show a value name their path (any value)', () => {
     // A misspelled token must not start a server without authentication.
     await expect(startServer(unsafe({ port: 0, tokne: 'a-secret-token-value' }))).rejects.toThrow(/^options\.tokne is not an option here/);
     await expect(IngestIndex.open(unsafe({ store: 'memory', ttlSecond: 5 }))).rejects.toThrow(/^options\.ttlSecond is not an option here/);
+    // Metadata too deep to serialize says so, not "Maximum call stack size exceeded".
+    let deep: unknown = 'x';
+    for (let k = 0; k < 20_000; k++) deep = { k: deep };
+    const index = await IngestIndex.open({ store: 'memory' });
+    await expect(index.ingest('ns', [{ content: 'x', metadata: unsafe(deep) }])).rejects.toThrow(
+      new TypeError('items[0].metadata nests too deeply to be stored as JSON'),
+    );
+    await index.close();
     await expect(startServer({ port: unsafe(Symbol('p')) })).rejects.toThrow(new RangeError('options.port must be an integer in [0, 65535], got Symbol(p)'));
     await expect(startServer({ port: 8080, maxBody: unsafe(Object.create(null)) })).rejects.toThrow(
       new RangeError('options.maxBody must be a positive integer (bytes), got {}'),
