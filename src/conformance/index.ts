@@ -15,7 +15,7 @@
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { describe as describeType, expectArray, expectObject, expectOptions, optionalBoolean, show, typeError } from '../validation.js';
+import { describe as describeType, expectArray, expectKnownKeys, expectObject, expectOptions, optionalBoolean, show, typeError } from '../validation.js';
 import { packageRoot } from '../package-root.js';
 import type { DeduplicateOptions, ScoredItem } from '../stages/deduplicate.js';
 import type { DedupeMessagesOptions, Message } from '../stages/messages.js';
@@ -239,6 +239,7 @@ function counts(results: readonly VectorResult[]): ConformanceCounts {
 export async function runConformance(options?: RunConformanceOptions): Promise<ConformanceReport> {
   expectOptions(options);
   const o = (options ?? {}) as Record<string, unknown>;
+  expectKnownKeys(o, 'options', ['suites', 'impl', 'smoke', 'dir']);
   const dirOption = o['dir'];
   if (dirOption !== undefined && typeof dirOption !== 'string') typeError('options.dir', `must be a string, got ${describeType(dirOption)}`);
   const dir = dirOption ?? defaultDir();

@@ -221,6 +221,7 @@ export class IngestIndex {
         const path = `options.namespaces[${JSON.stringify(name)}]`;
         if (!NAMESPACE.test(name)) typeError(path, 'is not a valid namespace name (letters, digits, . _ -; at most 128)');
         expectObject(ns, path);
+        expectKnownKeys(ns as Record<string, unknown>, path, ['ttlSeconds', 'nearDuplicates']);
         ttlOption(ns.ttlSeconds, `${path}.ttlSeconds`);
         nearOption(ns.nearDuplicates, `${path}.nearDuplicates`);
       }
@@ -233,6 +234,7 @@ export class IngestIndex {
     }
     if (options.sqlite !== undefined) {
       expectObject(options.sqlite, 'options.sqlite');
+      expectKnownKeys(options.sqlite as Record<string, unknown>, 'options.sqlite', ['synchronous', 'busyTimeoutMs']);
       const { synchronous } = options.sqlite;
       if (synchronous !== undefined && synchronous !== 'full' && synchronous !== 'normal') {
         typeError('options.sqlite.synchronous', `must be 'full' or 'normal', got ${describe(synchronous)}`);

@@ -8,7 +8,7 @@
  * authoritative and shared; near-duplicate detection is a best-effort, local refinement on top.
  * @module
  */
-import { describe, expectObject, optionalNumber, rangeError, typeError } from '../validation.js';
+import { describe, expectKnownKeys, expectObject, optionalNumber, rangeError, typeError } from '../validation.js';
 import { native, type NativeNearMatches } from '../native.js';
 
 /** Settings of the near-duplicate mode of a namespace. */
@@ -52,6 +52,7 @@ export function nearOption(value: unknown, path: string): NearSettings | false |
   if (value === undefined || value === false) return value;
   if (value === true) return { threshold: DEFAULT_NEAR_THRESHOLD, window: DEFAULT_NEAR_WINDOW };
   expectObject(value, path);
+  expectKnownKeys(value, path, ['threshold', 'window']);
   const { threshold, window } = value as { threshold?: unknown; window?: unknown };
   if (threshold !== undefined) {
     if (typeof threshold !== 'number') typeError(`${path}.threshold`, `must be a number, got ${describe(threshold)}`);

@@ -10,6 +10,7 @@
  * merged) memory is written before anything is deleted; and `undo(id)` puts a recorded memory back.
  * @module
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { describe, expectKnownKeys, expectObject, expectOptions, optionalBoolean, rangeError, show, typeError } from '../validation.js';
 import { native } from '../native.js';
 import { deprecatedAlias } from '../deprecated.js';
@@ -58,6 +59,9 @@ class Pacer {
     this.#since = performance.now();
   }
 }
+
+/** The deduplicator whose write the current async context is inside (see `#serialized`). */
+const insideWrite = new AsyncLocalStorage<object>();
 
 /** What `merge` gets: the memories oldest to newest, and a ready prompt for an LLM. */
 export interface MergeContext {
@@ -285,7 +289,16 @@ export class MemoryDeduplicator {
    * that each decision sees the store as the previous write left it.
    */
   #serialized<T>(task: () => Promise<T>): Promise<T> {
-    const run = this.#queue.then(task);
+    // A write called from inside this deduplicator's own write (its merge function calling back)
+    // would wait for itself forever: refuse it instead.
+    if (insideWrite.getStore() === this) {
+      return Promise.reject(
+        new Error(
+          'MemoryDeduplicator: a write was called from inside one of its own writes (a merge function calling back into it), which would wait for itself',
+        ),
+      );
+    }
+    const run = this.#queue.then(() => insideWrite.run(this, task));
     this.#queue = run.catch(() => undefined);
     return run;
   }
@@ -487,6 +500,7 @@ export class MemoryDeduplicator {
    */
   async dedupeAll(options: DedupeAllOptions = {}): Promise<BatchReport> {
     expectOptions(options);
+    expectKnownKeys(options as Record<string, unknown>, 'options', ['dryRun', 'linkage']);
     const dryRun = optionalBoolean(options.dryRun, 'options.dryRun', false);
     const linkage = options.linkage ?? 'single';
     if (typeof linkage !== 'string') typeError('options.linkage', `must be 'single' or 'complete', got ${show(linkage)}`);

@@ -3,7 +3,7 @@
  * character-trigram features, computed natively).
  * @module
  */
-import { describe, expectArray, expectOptions, optionalNumber, typeError } from '../validation.js';
+import { describe, expectArray, expectKnownKeys, expectOptions, optionalNumber, typeError } from '../validation.js';
 import { native } from '../native.js';
 
 /** Any async text embedder, e.g. a call to an embeddings API or a local sentence model. */
@@ -45,6 +45,7 @@ export const HASHED_EMBEDDING_THRESHOLDS: RecommendedThresholds = Object.freeze(
  */
 export function hashedEmbedding(options: HashedEmbeddingOptions = {}): CalibratedEmbedFunction {
   expectOptions(options);
+  expectKnownKeys(options as Record<string, unknown>, 'options', ['dim']);
   const dim = optionalNumber(options.dim, 'options.dim', 512, { min: 1, max: 65536, integer: true });
   const embed = async (texts: string[]): Promise<Float32Array[]> => {
     expectArray(texts, 'texts');

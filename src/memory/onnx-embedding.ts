@@ -11,7 +11,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { InferenceSession, Tensor } from 'onnxruntime-node';
-import { describe, expectObject, optionalNumber, typeError } from '../validation.js';
+import { describe, expectKnownKeys, expectObject, optionalNumber, typeError } from '../validation.js';
 import { importPeer } from '../optional.js';
 import type { CalibratedEmbedFunction, RecommendedThresholds } from './embedding.js';
 
@@ -85,6 +85,7 @@ export interface OnnxEmbedFunction extends CalibratedEmbedFunction {
  */
 export async function onnxEmbedding(options: OnnxEmbeddingOptions): Promise<OnnxEmbedFunction> {
   expectObject(options, 'options');
+  expectKnownKeys(options, 'options', ['modelDir', 'modelFile', 'maxTokens', 'batchSize', 'threads', 'recommendedThresholds']);
   const { modelDir } = options;
   if (typeof modelDir !== 'string' || modelDir === '') typeError('options.modelDir', `must be a non-empty string, got ${describe(modelDir)}`);
   const modelFile = options.modelFile ?? 'model.onnx';

@@ -23,6 +23,7 @@ import {
   tokenCounter,
 } from '../../src/index.js';
 import { IngestIndex } from '../../src/ingest/index.js';
+import { runConformance } from '../../src/conformance/index.js';
 import { InMemoryStore, MemoryDeduplicator, hashedEmbedding } from '../../src/memory/index.js';
 import { startServer } from '../../src/server/index.js';
 import { anyValue, unsafe } from '../support/assertions.js';
@@ -130,6 +131,28 @@ suite('errors that show a value name their path (any value)', () => {
   it('tokenCounter, IngestIndex.open and startServer render odd values', async () => {
     expect(() => tokenCounter(unsafe(Object.create(null)))).toThrow(/^encoding must be one of .*, got \{\}$/);
     await expect(IngestIndex.open({ hashing: unsafe(10n) })).rejects.toThrow(new TypeError("options.hashing must be 'native', got 10n"));
+    // A merge function that writes through its own deduplicator is refused, not left waiting for itself.
+    let inner: unknown;
+    const selfish = new MemoryDeduplicator({
+      store: new InMemoryStore(),
+      lowerThreshold: 0,
+      upperThreshold: 1,
+      merge: async (older, newer) => {
+        inner = await selfish.checkAndMerge({ id: 'x', content: 'again' }).catch((error: unknown) => error);
+        return `${older.content} / ${newer.content}`;
+      },
+    });
+    await selfish.checkAndMerge({ id: 'a', content: 'the user likes tea' });
+    const merged = await selfish.checkAndMerge({ id: 'b', content: 'the user likes green tea' });
+    expect(merged.decision).toBe('merge');
+    expect(inner).toBeInstanceOf(Error);
+    expect((inner as Error).message).toMatch(/called from inside one of its own writes/);
+    expect(() => hashedEmbedding(unsafe({ dims: 64 }))).toThrow(/^options\.dims is not an option here/);
+    await expect(selfish.dedupeAll(unsafe({ dry_run: true }))).rejects.toThrow(/^options\.dry_run is not an option here/);
+    await expect(runConformance(unsafe({ suite: ['scored'] }))).rejects.toThrow(/^options\.suite is not an option here/);
+    await expect(IngestIndex.open(unsafe({ store: 'memory', nearDuplicates: { treshold: 0.5 } }))).rejects.toThrow(
+      /^options\.nearDuplicates\.treshold is not an option here/,
+    );
     // A misspelled token must not start a server without authentication.
     await expect(startServer(unsafe({ port: 0, tokne: 'a-secret-token-value' }))).rejects.toThrow(/^options\.tokne is not an option here/);
     await expect(IngestIndex.open(unsafe({ store: 'memory', ttlSecond: 5 }))).rejects.toThrow(/^options\.ttlSecond is not an option here/);
