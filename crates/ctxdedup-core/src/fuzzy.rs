@@ -1120,7 +1120,8 @@ mod tests {
         uf.groups(2)
     }
 
-    /// The groups of both paths equal the brute force's, member indices ascending.
+    /// The groups of both paths equal the brute force's, member indices ascending, with the
+    /// similarities of the full normalization.
     fn assert_components(texts: &[String], t: f64) -> Result<(), TestCaseError> {
         let arena = Utf16Arena::from_strs(texts);
         let all: Vec<usize> = (0..texts.len()).collect();
@@ -1138,6 +1139,18 @@ mod tests {
                 .map(|g| g.members.iter().map(|m| m.index).collect())
                 .collect();
             prop_assert_eq!(&got, &expected);
+            // Similarities from the bags of either path equal the full normalization's.
+            for g in &groups {
+                for a in 0..g.members.len() {
+                    for b in 0..g.members.len() {
+                        let full = |m: &FuzzyMember| {
+                            members.iter().position(|x| x.index == m.index).unwrap()
+                        };
+                        let (fa, fb) = (full(&g.members[a]), full(&g.members[b]));
+                        prop_assert_eq!(g.similarity(a, b), jaccard(&members[fa], &members[fb]));
+                    }
+                }
+            }
         }
         // Past tiny bounds a link can be missed, never made: each group lies in one component.
         let (bounded, _) = prefix_filter_pass(&arena, &all, t, (0, 0, 3, 1));
@@ -1243,30 +1256,7 @@ mod tests {
             let texts: Vec<String> = docs.iter()
                 .map(|d| d.iter().map(|x| format!("line-{x}")).collect::<Vec<_>>().join("\n"))
                 .collect();
-            let arena = Utf16Arena::from_strs(&texts);
-            let all: Vec<usize> = (0..texts.len()).collect();
-            let members = build_members(&arena, &all);
-            let expected: Vec<Vec<usize>> = brute_force(&members, t)
-                .into_iter()
-                .map(|g| g.into_iter().map(|local| members[local].index).collect())
-                .collect();
-            for groups in [prefix_filter_groups(&arena, &all, t), lazy_groups(&arena, &all, t)] {
-                let got: Vec<Vec<usize>> = groups
-                    .iter()
-                    .map(|g| g.members.iter().map(|m| m.index).collect())
-                    .collect();
-                prop_assert_eq!(&got, &expected);
-                // Similarities from the bags of either path equal the full normalization's.
-                for g in &groups {
-                    for a in 0..g.members.len() {
-                        for b in 0..g.members.len() {
-                            let full = |m: &FuzzyMember| members.iter().position(|x| x.index == m.index).unwrap();
-                            let (fa, fb) = (full(&g.members[a]), full(&g.members[b]));
-                            prop_assert_eq!(g.similarity(a, b), jaccard(&members[fa], &members[fb]));
-                        }
-                    }
-                }
-            }
+            assert_components(&texts, t)?;
         }
     }
 }
