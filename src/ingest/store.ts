@@ -3,6 +3,7 @@
  * @module
  */
 import { importPeer } from '../optional.js';
+import { expectKnownKeys, expectOptions } from '../validation.js';
 import type { SqliteStoreOptions } from './sqlite-store.js';
 
 /** One distinct content of a batch, offered to the store for a claim. */
@@ -60,6 +61,8 @@ export interface OpenStoreOptions {
  *   `redis://`) is not installed.
  */
 export async function openStore(spec: string, options: OpenStoreOptions = {}): Promise<IngestStore> {
+  expectOptions(options);
+  expectKnownKeys(options as Record<string, unknown>, 'options', ['redisKeyPrefix', 'sqlite']);
   if (spec === 'memory') {
     const { InMemoryIngestStore } = await import('./in-memory-store.js');
     return new InMemoryIngestStore();

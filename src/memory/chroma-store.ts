@@ -40,7 +40,7 @@ import { randomUUID } from 'node:crypto';
 import type { ChromaClient, Collection, EmbeddingFunction, Metadata } from 'chromadb';
 import type { AuditEntry, AuditLog, AuditRecord } from './audit.js';
 import type { MemoryStore, NearestMemory, StoredMemory } from './store.js';
-import { show } from '../validation.js';
+import { expectKnownKeys, show } from '../validation.js';
 import { importPeer } from '../optional.js';
 import { expectNearestK, expectVector } from './validate.js';
 
@@ -142,6 +142,8 @@ export class ChromaMemoryStore implements MemoryStore {
    */
   static async connect(options: ChromaMemoryStoreOptions = {}): Promise<ChromaMemoryStore> {
     if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
+    // A misspelled url or headers must not connect to the default server without them.
+    expectKnownKeys(options as Record<string, unknown>, 'options', ['url', 'collection', 'auditCollection', 'tenant', 'database', 'headers']);
     const url = options.url ?? DEFAULT_CHROMA_URL;
     const name = options.collection ?? DEFAULT_CHROMA_COLLECTION;
     if (typeof url !== 'string') throw new TypeError('options.url must be a string');

@@ -21,7 +21,7 @@
  * @module
  */
 import { parse } from 'smol-toml';
-import { describe, rangeError, show, typeError } from '../validation.js';
+import { describe, expectKnownKeys, expectOptions, rangeError, show, typeError } from '../validation.js';
 import type { MemoryStore } from './store.js';
 
 /** Settings read from a memory config file, in API names. */
@@ -126,6 +126,8 @@ export function parseMemoryConfig(toml: string, source = 'config'): MemoryConfig
  */
 export async function openMemoryStore(spec: string, options: { collection?: string } = {}): Promise<MemoryStore> {
   if (typeof spec !== 'string') typeError('store', `must be 'sqlite:<path>', 'chroma:<url>' or 'memory', got ${describe(spec)}`);
+  expectOptions(options);
+  expectKnownKeys(options, 'options', ['collection']);
   if (spec === 'memory') {
     const { InMemoryStore } = await import('./memory-store.js');
     return new InMemoryStore();

@@ -60,7 +60,7 @@ class Pacer {
   }
 }
 
-/** The deduplicator whose write the current async context is inside (see `#serialized`). */
+/** The mark of the write the current async context was started in (see `#serialized`). */
 const insideWrite = new AsyncLocalStorage<object>();
 
 /** What `merge` gets: the memories oldest to newest, and a ready prompt for an LLM. */
@@ -245,6 +245,8 @@ export class MemoryDeduplicator {
   #log: (event: MemoryDedupEvent, level: 'info' | 'warn') => void;
   #audit: AuditLog;
   #now: () => number;
+  /** The mark of the write running now (see `#serialized`). */
+  #running: object | undefined;
   /** Tail of the chain of writes: they run one at a time, in call order. */
   #queue: Promise<unknown> = Promise.resolve();
 
@@ -291,14 +293,23 @@ export class MemoryDeduplicator {
   #serialized<T>(task: () => Promise<T>): Promise<T> {
     // A write called from inside this deduplicator's own write (its merge function calling back)
     // would wait for itself forever: refuse it instead.
-    if (insideWrite.getStore() === this) {
+    // The mark is this deduplicator's running write: a write started from its context once it has
+    // settled (a timer the merge set) is no longer inside it, and queues as any other.
+    const mark = insideWrite.getStore();
+    if (mark !== undefined && mark === this.#running) {
       return Promise.reject(
         new Error(
           'MemoryDeduplicator: a write was called from inside one of its own writes (a merge function calling back into it), which would wait for itself',
         ),
       );
     }
-    const run = this.#queue.then(() => insideWrite.run(this, task));
+    const run = this.#queue.then(() => {
+      const mark = {};
+      this.#running = mark;
+      return insideWrite.run(mark, task).finally(() => {
+        if (this.#running === mark) this.#running = undefined;
+      });
+    });
     this.#queue = run.catch(() => undefined);
     return run;
   }

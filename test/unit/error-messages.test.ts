@@ -24,7 +24,8 @@ import {
 } from '../../src/index.js';
 import { IngestIndex } from '../../src/ingest/index.js';
 import { runConformance } from '../../src/conformance/index.js';
-import { InMemoryStore, MemoryDeduplicator, hashedEmbedding } from '../../src/memory/index.js';
+import { ChromaMemoryStore, InMemoryStore, MemoryDeduplicator, hashedEmbedding, openMemoryStore } from '../../src/memory/index.js';
+import { openStore } from '../../src/ingest/index.js';
 import { startServer } from '../../src/server/index.js';
 import { anyValue, unsafe } from '../support/assertions.js';
 
@@ -133,12 +134,15 @@ suite('errors that show a value name their path (any value)', () => {
     await expect(IngestIndex.open({ hashing: unsafe(10n) })).rejects.toThrow(new TypeError("options.hashing must be 'native', got 10n"));
     // A merge function that writes through its own deduplicator is refused, not left waiting for itself.
     let inner: unknown;
+    let later: Promise<unknown> | undefined;
     const selfish = new MemoryDeduplicator({
       store: new InMemoryStore(),
       lowerThreshold: 0,
       upperThreshold: 1,
       merge: async (older, newer) => {
-        inner = await selfish.checkAndMerge({ id: 'x', content: 'again' }).catch((error: unknown) => error);
+        // A write the merge only schedules runs after it, as any other write (it is no longer inside it).
+        later ??= new Promise((resolve) => setTimeout(() => resolve(selfish.checkAndMerge({ id: 'later', content: 'something else entirely' })), 0));
+        inner ??= await selfish.checkAndMerge({ id: 'x', content: 'again' }).catch((error: unknown) => error);
         return `${older.content} / ${newer.content}`;
       },
     });
@@ -147,7 +151,11 @@ suite('errors that show a value name their path (any value)', () => {
     expect(merged.decision).toBe('merge');
     expect(inner).toBeInstanceOf(Error);
     expect((inner as Error).message).toMatch(/called from inside one of its own writes/);
+    await expect(later).resolves.toMatchObject({ id: 'later' });
     expect(() => hashedEmbedding(unsafe({ dims: 64 }))).toThrow(/^options\.dims is not an option here/);
+    await expect(openMemoryStore('memory', unsafe({ colection: 'x' }))).rejects.toThrow(/^options\.colection is not an option here/);
+    await expect(ChromaMemoryStore.connect(unsafe({ urll: 'http://127.0.0.1:9' }))).rejects.toThrow(/^options\.urll is not an option here/);
+    await expect(openStore('memory', unsafe({ redisKeyPrefx: 'p' }))).rejects.toThrow(/^options\.redisKeyPrefx is not an option here/);
     await expect(selfish.dedupeAll(unsafe({ dry_run: true }))).rejects.toThrow(/^options\.dry_run is not an option here/);
     await expect(runConformance(unsafe({ suite: ['scored'] }))).rejects.toThrow(/^options\.suite is not an option here/);
     await expect(IngestIndex.open(unsafe({ store: 'memory', nearDuplicates: { treshold: 0.5 } }))).rejects.toThrow(
