@@ -15,6 +15,7 @@
  *   Jaccard (iterating the smaller bag); union-find over the matches.
  * @module
  */
+import { djb2Bucket } from '../../src/compat/djb2.js';
 
 /** The parts of a message the rules read. */
 export interface RefMessage {
@@ -79,19 +80,6 @@ export function refAnalyzeDuplicates(messages: readonly RefMessage[], recencySta
 }
 
 /**
- * README §3/§6: 32-bit djb2 over the UTF-16 units of `${length}:${content}`, the bucket key CCE
- * uses internally (h = h * 33 + unit, mod 2^32, from 5381). The length prefix is hashed on its
- * own, so the content is never copied into a new string.
- */
-function djb2(content: string): number {
-  const prefix = `${content.length}:`;
-  let h = 5381;
-  for (let i = 0; i < prefix.length; i++) h = (Math.imul(h, 33) + prefix.charCodeAt(i)) >>> 0;
-  for (let i = 0; i < content.length; i++) h = (Math.imul(h, 33) + content.charCodeAt(i)) >>> 0;
-  return h;
-}
-
-/**
  * The exact pass bucketed the way the README says CCE does it: by djb2 hash, then by full string
  * comparison inside a bucket. Same annotations as {@link refAnalyzeDuplicates}, and also CCE's
  * Map insertion order (§6). Slower than a plain `Map`, because the hash is computed in JS on
@@ -108,7 +96,7 @@ export function refAnalyzeDuplicatesDjb2(
     const m = messages[i] as RefMessage;
     if (!isEligible(m, preserveRoles)) continue;
     const content = m.content as string;
-    const h = djb2(content);
+    const h = djb2Bucket(content);
     const groups = buckets.get(h);
     if (groups === undefined) {
       buckets.set(h, [[i]]);

@@ -20,6 +20,7 @@ import {
   unpack,
   type Annotation,
 } from '../stages/message-analysis.js';
+import { djb2Bucket } from './djb2.js';
 
 /** A CCE message: only `id`, `role`, `content`, `tool_calls` and `metadata` are read. */
 export interface CceMessage {
@@ -202,15 +203,6 @@ export function analyzeDuplicates(messages: readonly CceMessage[], recencyStart:
     for (const index of (groups.get(keep) as number[]).sort((a, b) => a - b)) map.set(index, { duplicateOfIndex: keep, contentLength });
   }
   return map;
-}
-
-/** CCE's bucket hash: djb2 (start 5381, `h * 33 + unit` mod 2^32) over `` `${length}:${content}` ``. */
-function djb2Bucket(content: string): number {
-  const key = `${content.length}:`;
-  let h = 5381;
-  for (let i = 0; i < key.length; i++) h = (Math.imul(h, 33) + key.charCodeAt(i)) >>> 0;
-  for (let i = 0; i < content.length; i++) h = (Math.imul(h, 33) + content.charCodeAt(i)) >>> 0;
-  return h;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { sha256 } from '../../src/identity.js';
@@ -7,7 +7,7 @@ import { hashBatch } from '../../src/ingest/hash.js';
 import { hashBatchJs } from '../../bench/reference/hashing.js';
 import Database from 'better-sqlite3';
 import { SQLITE_SCHEMA_VERSION, SqliteStore } from '../../src/ingest/sqlite-store.js';
-import { redisAvailable, startRedis, tempDir, type RedisProcess } from '../support/ingest-services.js';
+import { redisAvailable, tempDir, useRedis } from '../support/ingest-services.js';
 
 const tmp = tempDir();
 afterAll(() => tmp.remove());
@@ -278,13 +278,7 @@ describe('SQLite store: schema, options, worker thread', () => {
 });
 
 describe.skipIf(!redisAvailable())('IngestIndex on a real Redis', () => {
-  let redis: RedisProcess;
-  beforeAll(async () => {
-    redis = await startRedis();
-  });
-  afterAll(async () => {
-    await redis?.stop();
-  });
+  const redis = useRedis();
 
   it('reports new / duplicate / retry like the local stores', async () => {
     const index = await IngestIndex.open({ store: redis.url });

@@ -1,8 +1,7 @@
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, existsSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { readFileSync, existsSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { describe, expect, it } from 'vitest';
 import {
   HASHED_EMBEDDING_THRESHOLDS,
   InMemoryStore,
@@ -19,17 +18,10 @@ import {
   type MergeFunction,
   type StoredMemory,
 } from '../../src/memory/index.js';
+import { tempFiles } from '../support/ingest-services.js';
 import { cosine, describeMemoryStoreContract, expectPathError } from '../support/memory-store-contract.js';
 
-const dirs: string[] = [];
-function tempDb(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'ctxdedup-memory-'));
-  dirs.push(dir);
-  return join(dir, 'memories.db');
-}
-afterEach(() => {
-  while (dirs.length > 0) rmSync(dirs.pop()!, { recursive: true, force: true });
-});
+const tempDb = tempFiles('ctxdedup-memory-', 'memories.db');
 
 describeMemoryStoreContract('InMemoryStore', async () => new InMemoryStore());
 describeMemoryStoreContract('SqliteMemoryStore', async () => new SqliteMemoryStore(tempDb()));
@@ -505,8 +497,7 @@ describe('SqliteMemoryStore persistence', () => {
   });
 
   it('open errors name the file and keep the driver error as the cause', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'ctxdedup-memory-'));
-    dirs.push(dir);
+    const dir = dirname(tempDb());
     const garbage = join(dir, 'garbage.db');
     writeFileSync(garbage, 'not a database '.repeat(100));
     const cases: [string, RegExp][] = [

@@ -2,9 +2,9 @@
  * Reliability of `ctxdedup serve` with real processes: restart on the same SQLite file, kill -9
  * in the middle of a stream of batches, and two instances sharing one real redis-server.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
-import { redisAvailable, startRedis, startServerProcess, tempDir, exited, type RedisProcess } from '../support/ingest-services.js';
+import { redisAvailable, startServerProcess, tempDir, exited, useRedis } from '../support/ingest-services.js';
 
 interface Item {
   id: string;
@@ -120,13 +120,7 @@ describe('ctxdedup serve on SQLite, real processes', () => {
 });
 
 describe.skipIf(!redisAvailable())('two ctxdedup serve instances on one real Redis', () => {
-  let redis: RedisProcess;
-  beforeAll(async () => {
-    redis = await startRedis();
-  });
-  afterAll(async () => {
-    await redis?.stop();
-  });
+  const redis = useRedis();
 
   it('the same contents posted concurrently to both give exactly one new per distinct content', async () => {
     const [a, b] = await Promise.all([startServerProcess(['--store', redis.url]), startServerProcess(['--store', redis.url])]);

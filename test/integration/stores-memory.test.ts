@@ -4,10 +4,7 @@
  * embeddings, `nearest` arguments, options and metadata are validated before anything is written.
  * Real SQLite files; nothing is mocked.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   type AuditLog,
   type EmbedFunction,
@@ -20,16 +17,9 @@ import {
   type StoredMemory,
   hashedEmbedding,
 } from '../../src/memory/index.js';
+import { tempFiles } from '../support/ingest-services.js';
 
-const dirs: string[] = [];
-function tempDb(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'ctxdedup-stores-'));
-  dirs.push(dir);
-  return join(dir, 'memories.db');
-}
-afterEach(() => {
-  while (dirs.length > 0) rmSync(dirs.pop()!, { recursive: true, force: true });
-});
+const tempDb = tempFiles('ctxdedup-stores-', 'memories.db');
 
 const embeddedStores: [string, () => MemoryStore][] = [
   ['InMemoryStore', () => new InMemoryStore()],

@@ -2,12 +2,12 @@
  * The Redis ingestion store at the documented batch limit (100,000 items in one atomic claim) and
  * the validation of `redisKeyPrefix`. A real redis-server; nothing is mocked.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { sha256 } from '../../src/identity.js';
 import { IngestIndex } from '../../src/ingest/index.js';
 import { RedisStore } from '../../src/ingest/redis-store.js';
-import { redisAvailable, startRedis, type RedisProcess } from '../support/ingest-services.js';
+import { redisAvailable, useRedis } from '../support/ingest-services.js';
 
 describe('redisKeyPrefix', () => {
   it('must be a string, named in the error', async () => {
@@ -27,13 +27,7 @@ describe('redisKeyPrefix', () => {
 });
 
 describe.skipIf(!redisAvailable())('Redis store at maxBatchItems', () => {
-  let redis: RedisProcess;
-  beforeAll(async () => {
-    redis = await startRedis();
-  });
-  afterAll(async () => {
-    await redis?.stop();
-  });
+  const redis = useRedis();
 
   it('claims a batch of 100,000 items (the default maxBatchItems) in one atomic call', async () => {
     const index = await IngestIndex.open({ store: redis.url, redisKeyPrefix: 'big:' });

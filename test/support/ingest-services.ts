@@ -8,6 +8,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { afterAll, afterEach, beforeAll } from 'vitest';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -93,6 +94,42 @@ export async function startRedis(): Promise<RedisProcess> {
       child.kill('SIGTERM');
       await exited(child);
     },
+  };
+}
+
+/**
+ * Starts a redis-server before the tests of the calling `describe` and stops it after them. Read
+ * `url` inside the tests (the server exists only then).
+ */
+export function useRedis(): { readonly url: string } {
+  let redis: RedisProcess | undefined;
+  beforeAll(async () => {
+    redis = await startRedis();
+  });
+  afterAll(async () => {
+    await redis?.stop();
+  });
+  return {
+    get url(): string {
+      if (redis === undefined) throw new Error('useRedis: the redis-server is not started (read url inside a test)');
+      return redis.url;
+    },
+  };
+}
+
+/**
+ * A function that returns a fresh path `name` in a temporary directory of its own (`prefix`); the
+ * directories are removed after each test. Call it at the top of a test file.
+ */
+export function tempFiles(prefix: string, name: string): () => string {
+  const dirs: string[] = [];
+  afterEach(() => {
+    for (let dir = dirs.pop(); dir !== undefined; dir = dirs.pop()) rmSync(dir, { recursive: true, force: true });
+  });
+  return () => {
+    const dir = mkdtempSync(join(tmpdir(), prefix));
+    dirs.push(dir);
+    return join(dir, name);
   };
 }
 
