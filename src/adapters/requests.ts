@@ -75,6 +75,33 @@ function restoreRequest<R>(request: R, verbatim: Record<string, string>, format:
   return withEdits(request, edits);
 }
 
+/**
+ * What {@link dedupeOpenAIChat} requires of a request type: any object type with these fields
+ * fits, the `openai` package's `ChatCompletionCreateParams` and your own interfaces included.
+ * The result has the request's own type.
+ */
+export interface OpenAIChatRequestFields {
+  messages: readonly {
+    role: string;
+    content?: string | readonly { type: string; text?: string }[] | null;
+    tool_calls?: readonly unknown[];
+  }[];
+}
+
+/**
+ * What {@link dedupeAnthropicMessages} requires of a request type: any object type with these
+ * fields fits, the `@anthropic-ai/sdk` package's `MessageCreateParams` and your own interfaces
+ * included. The result has the request's own type.
+ */
+export interface AnthropicMessagesRequestFields {
+  system?: string | readonly { type: string; text?: string }[];
+  messages: readonly {
+    role: string;
+    /** Blocks' `content` (`tool_result`) is checked at run time. */
+    content: string | readonly { type: string; text?: string; content?: unknown }[];
+  }[];
+}
+
 /** An OpenAI Chat Completions request (only `messages` is read; every other field is kept). */
 export interface OpenAIChatRequest {
   messages: OpenAIChatMessage[];
@@ -132,7 +159,7 @@ export interface AnthropicBlock {
  * const { request: smaller, verbatim } = dedupeOpenAIChat(request);
  * restoreOpenAIChat(smaller, verbatim); // deep-equals request
  */
-export function dedupeOpenAIChat<R extends OpenAIChatRequest>(request: R, options?: AdapterOptions): RequestDedupeResult<R> {
+export function dedupeOpenAIChat<R extends OpenAIChatRequestFields>(request: R, options?: AdapterOptions): RequestDedupeResult<R> {
   return dedupeRequest(request, 'openai', options);
 }
 
@@ -144,7 +171,7 @@ export function dedupeOpenAIChat<R extends OpenAIChatRequest>(request: R, option
  * @returns the request of the same shape, the verbatim map, decisions and totals.
  * @throws TypeError naming the path for a malformed request; TypeError / RangeError for a bad option.
  */
-export function dedupeAnthropicMessages<R extends AnthropicMessagesRequest>(request: R, options?: AdapterOptions): RequestDedupeResult<R> {
+export function dedupeAnthropicMessages<R extends AnthropicMessagesRequestFields>(request: R, options?: AdapterOptions): RequestDedupeResult<R> {
   return dedupeRequest(request, 'anthropic', options);
 }
 
@@ -152,7 +179,7 @@ export function dedupeAnthropicMessages<R extends AnthropicMessagesRequest>(requ
  * Puts the original texts back into a request returned by {@link dedupeOpenAIChat}.
  * @throws TypeError if the request is malformed or `verbatim` names a text the request lacks.
  */
-export function restoreOpenAIChat<R extends OpenAIChatRequest>(request: R, verbatim: Record<string, string>): R {
+export function restoreOpenAIChat<R extends OpenAIChatRequestFields>(request: R, verbatim: Record<string, string>): R {
   return restoreRequest(request, verbatim, 'openai');
 }
 
@@ -160,6 +187,6 @@ export function restoreOpenAIChat<R extends OpenAIChatRequest>(request: R, verba
  * Puts the original texts back into a request returned by {@link dedupeAnthropicMessages}.
  * @throws TypeError if the request is malformed or `verbatim` names a text the request lacks.
  */
-export function restoreAnthropicMessages<R extends AnthropicMessagesRequest>(request: R, verbatim: Record<string, string>): R {
+export function restoreAnthropicMessages<R extends AnthropicMessagesRequestFields>(request: R, verbatim: Record<string, string>): R {
   return restoreRequest(request, verbatim, 'anthropic');
 }

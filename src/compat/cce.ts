@@ -33,6 +33,19 @@ export interface CceMessage {
   [field: string]: unknown;
 }
 
+/**
+ * The fields of a message `dedupe` reads: what it requires of a message type. Any object type
+ * fits (every field is optional), your own interfaces included.
+ */
+export interface CceMessageFields {
+  id?: unknown;
+  index?: number;
+  role?: unknown;
+  content?: unknown;
+  tool_calls?: unknown;
+  metadata?: object;
+}
+
 /** CCE's annotation: exact ones have no `similarity` key at all. */
 export interface DedupAnnotation {
   duplicateOfIndex: number;
@@ -77,7 +90,7 @@ export interface CceDedupeOptions {
 }
 
 /** Result of {@link dedupe}. */
-export interface CceDedupeResult<M extends CceMessage = CceMessage> {
+export interface CceDedupeResult<M extends CceMessageFields = CceMessage> {
   messages: M[];
   /** Originals of the replaced messages, by id (as CCE's `uncompress()` expects). */
   verbatim: Record<string, M>;
@@ -275,8 +288,8 @@ function summaryId(id: unknown): string {
   return `cce_sum_${h.toString(36)}`;
 }
 
-function provenance(original: CceMessage, version: number): CceOriginal {
-  const previous = (original.metadata?.['_cce_original'] as { summary_id?: unknown } | undefined)?.summary_id;
+function provenance(original: CceMessageFields, version: number): CceOriginal {
+  const previous = ((original.metadata as Record<string, unknown> | undefined)?.['_cce_original'] as { summary_id?: unknown } | undefined)?.summary_id;
   // Key order matters to deep-equal checks and JSON output: ids, summary_id, parent_ids, version.
   const hasParent = typeof previous === 'string' && previous.length > 0;
   return {
@@ -292,18 +305,20 @@ function provenance(original: CceMessage, version: number): CceOriginal {
  * CCE's tags with `metadata._cce_original` provenance, so CCE's `uncompress()` restores them.
  * Every other message is returned untouched (no summarization happens here).
  */
-export function dedupe<M extends CceMessage>(given: readonly M[], options: CceDedupeOptions = {}): CceDedupeResult<M> {
+export function dedupe<M extends CceMessageFields>(given: readonly M[], options: CceDedupeOptions = {}): CceDedupeResult<M> {
   const messages = asList<M>(given);
+  // Read through CCE's message type: its fields are what `M` is required to have.
+  const read = messages as unknown as readonly CceMessage[];
   const { dedup = true, fuzzyDedup = false, fuzzyThreshold = 0.85, recencyWindow = 4, preserve = ['system'], sourceVersion = 0, trace = false } = options;
   const n = messages.length;
   const recencyStart = recencyStartOf(n, recencyWindow);
   // CCE reads the switches for their truthiness and the threshold in a comparison: coerce the
   // same way, so the native call only ever sees a boolean and a number.
   const passes = fuzzyDedup ? { exact: Boolean(dedup), fuzzyThreshold: toThreshold(fuzzyThreshold, 'options.fuzzyThreshold') } : { exact: Boolean(dedup) };
-  const found = dedup || fuzzyDedup ? run(messages, recencyStart, preserve, passes) : { exact: [], fuzzy: [], lengths: new Uint32Array(n) };
+  const found = dedup || fuzzyDedup ? run(read, recencyStart, preserve, passes) : { exact: [], fuzzy: [], lengths: new Uint32Array(n) };
 
   // CCE ids may be anything: tags and verbatim keys use their string form.
-  const plan = decide(found, (i) => String((messages[i] as CceMessage).id), found.lengths, { recencyWindow, recencyStart }, CCE_TAG);
+  const plan = decide(found, (i) => String((read[i] as CceMessage).id), found.lengths, { recencyWindow, recencyStart }, CCE_TAG);
   const { messages: out, verbatim } = rewrite(
     messages,
     plan,

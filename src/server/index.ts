@@ -23,7 +23,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { isIPv4 } from 'node:net';
 import type { default as Fastify, FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type * as PromClient from 'prom-client';
-import { describe, expectKnownKeys, expectOptions, show } from '../validation.js';
+import { aliased, describe, expectKnownKeys, expectObject, expectOptions, show } from '../validation.js';
 import { requirePeer } from '../optional.js';
 import {
   DEFAULT_STORE,
@@ -33,11 +33,14 @@ import {
   type IngestResult,
   type NamespaceOptions,
   type NearDuplicateOptions,
+  type SqliteStoreOptions,
   type SqliteSynchronous,
 } from '../ingest/index.js';
 import { dedupeMessagesAsyncCounted, type DedupeMessagesOptions, type Message } from '../stages/messages.js';
 import { loadTokenizer } from '../tokens.js';
 import { ServerMetrics } from './metrics.js';
+
+export type { ServerMetrics };
 import { decodeStrict, firstInvalidUtf8, invalidUtf8Message, jsonPathAt } from './utf8.js';
 
 /** Options of {@link startServer}. */
@@ -74,7 +77,13 @@ export interface ServerOptions {
   ttlSeconds?: number;
   /** @deprecated Batches are always hashed natively; only `'native'` is accepted (the pure-JS baseline moved to bench/). */
   hashing?: Hashing;
-  /** SQLite durability: `full` (default; survives power loss) or `normal` (survives process crashes). */
+  /**
+   * Settings of the SQLite store, as {@link IngestIndex.open} takes them: `synchronous: 'full'`
+   * (default; an acknowledged item survives power loss) or `'normal'` (it survives process
+   * crashes), `busyTimeoutMs`.
+   */
+  sqlite?: SqliteStoreOptions;
+  /** @deprecated Use `sqlite: { synchronous }` (the option name `IngestIndex.open` takes; both given must be equal). */
   sqliteSynchronous?: SqliteSynchronous;
   /** Near-duplicate mode for every namespace (see {@link NamespaceOptions.nearDuplicates}). Default off. */
   nearDuplicates?: NearDuplicateOptions | boolean;
@@ -244,11 +253,23 @@ const SERVER_OPTIONS = [
   'maxBody',
   'ttlSeconds',
   'hashing',
+  'sqlite',
   'sqliteSynchronous',
   'nearDuplicates',
   'namespaces',
   'logger',
 ] as const satisfies readonly (keyof ServerOptions)[];
+
+/** The `sqlite` option for {@link IngestIndex.open}, with the deprecated `sqliteSynchronous` folded in. */
+function sqliteOption(options: ServerOptions): { sqlite?: SqliteStoreOptions } {
+  const { sqlite, sqliteSynchronous: legacy } = options;
+  if (legacy === undefined) return sqlite === undefined ? {} : { sqlite };
+  if (sqlite === undefined) return { sqlite: { synchronous: legacy } };
+  // IngestIndex.open validates the rest (an object, known keys, the values).
+  expectObject(sqlite as unknown, 'options.sqlite');
+  const synchronous = aliased(sqlite.synchronous, 'options.sqlite.synchronous', legacy, 'options.sqliteSynchronous');
+  return { sqlite: { ...sqlite, ...(synchronous === undefined ? {} : { synchronous }) } };
+}
 
 /**
  * Starts the server and resolves once it listens, with the o200k_base vocabulary loaded (block
@@ -303,7 +324,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
           store: options.store ?? DEFAULT_STORE,
           ...(options.ttlSeconds === undefined ? {} : { ttlSeconds: options.ttlSeconds }),
           ...(options.hashing === undefined ? {} : { hashing: options.hashing }),
-          ...(options.sqliteSynchronous === undefined ? {} : { sqlite: { synchronous: options.sqliteSynchronous } }),
+          ...sqliteOption(options),
           ...(options.nearDuplicates === undefined ? {} : { nearDuplicates: options.nearDuplicates }),
           ...(options.namespaces === undefined ? {} : { namespaces: options.namespaces }),
         });

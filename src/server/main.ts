@@ -157,7 +157,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   const sync = values['sqlite-sync'];
   if (sync !== undefined) {
     if (sync !== 'full' && sync !== 'normal') throw new TypeError(`--sqlite-sync must be full or normal, got ${JSON.stringify(sync)}`);
-    options.sqliteSynchronous = sync;
+    options.sqlite = { synchronous: sync };
   }
   const window = values['near-window'];
   let nearWindow: number | undefined;

@@ -196,7 +196,7 @@ function runChars(value: unknown, path: string): number | undefined {
 interface Identified {
   id: string;
   content?: unknown;
-  metadata?: Record<string, unknown>;
+  metadata?: object;
 }
 
 /** Makes `target[key]` the data property `value` (writable, enumerable, configurable). */
@@ -504,7 +504,7 @@ export function expandMessages<M extends Identified>(messages: readonly M[]): M[
   const expanded: M[] = [];
   for (let i = 0; i < messages.length; i++) {
     const message = messages[i] as M;
-    const marker = message.metadata?.['ctxdedup'] as Record<string, unknown> | undefined;
+    const marker = (message.metadata as Record<string, unknown> | undefined)?.['ctxdedup'] as Record<string, unknown> | undefined;
     // A `ctxdedup` value that is not a marker (no known `kind`) is the caller's own metadata.
     if (typeof marker !== 'object' || marker === null || !MARKER_KINDS.has(marker['kind'])) {
       expanded.push(message);
@@ -527,7 +527,7 @@ export function expandMessages<M extends Identified>(messages: readonly M[]): M[
         `is a ${show(marker['kind'])} replacement, which cannot be expanded from the output (near duplicates are lossy): use restoreMessages with the verbatim map`,
       );
     }
-    const { ctxdedup: _, ...metadata } = message.metadata ?? {};
+    const { ctxdedup: _, ...metadata } = (message.metadata ?? {}) as Record<string, unknown>;
     const restored = { ...message, content } as M;
     if (marker['metadataAbsent'] === true) delete restored.metadata;
     else if (Object.hasOwn(marker, 'originalMetadata')) restored.metadata = marker['originalMetadata'] as M['metadata'];

@@ -17,14 +17,21 @@ import { describe, expectArray, expectKnownKeys, expectObject, expectOptions, op
 import { native } from '../native.js';
 import { deprecatedAlias } from '../deprecated.js';
 
-/** Anything with a string `content`; other fields ride along untouched. */
-export interface ContextItem {
+/**
+ * What {@link deduplicate} reads of an item: a string `content`. Any object type that has it
+ * fits, your own interfaces included; every other field rides along untouched.
+ */
+export interface ContextItemFields {
   content: string;
+}
+
+/** Anything with a string `content`: {@link ContextItemFields} and any other fields (for annotating literals). */
+export interface ContextItem extends ContextItemFields {
   [field: string]: unknown;
 }
 
 /** A context item with its relevance score (higher is better; ±Infinity allowed, NaN not). */
-export interface ScoredItem<T extends ContextItem = ContextItem> {
+export interface ScoredItem<T extends ContextItemFields = ContextItem> {
   item: T;
   score: number;
 }
@@ -36,7 +43,7 @@ export interface DeduplicateOptions {
 }
 
 /** A removed duplicate and the survivor it lost to. */
-export interface RemovedItem<T extends ContextItem = ContextItem> {
+export interface RemovedItem<T extends ContextItemFields = ContextItem> {
   /** Input index of the removed entry. */
   index: number;
   /** Input index of the surviving entry with the same content. */
@@ -58,7 +65,7 @@ export interface DeduplicateStats {
 }
 
 /** Result of {@link deduplicateWithReport}. */
-export interface DeduplicateReport<T extends ContextItem = ContextItem> {
+export interface DeduplicateReport<T extends ContextItemFields = ContextItem> {
   kept: ScoredItem<T>[];
   /** One per removed entry, in input order: which entry, and the survivor it lost to. */
   decisions: RemovedItem<T>[];
@@ -136,12 +143,12 @@ function readOptions(options: DeduplicateOptions | undefined): Required<Deduplic
  * deduplicate([{ item: { content: 'a' }, score: 1 }, { item: { content: 'a' }, score: 2 }])
  * // -> [{ item: { content: 'a' }, score: 2 }]
  */
-export function deduplicate<T extends ContextItem>(scored: readonly ScoredItem<T>[], options?: DeduplicateOptions): ScoredItem<T>[] {
+export function deduplicate<T extends ContextItemFields>(scored: readonly ScoredItem<T>[], options?: DeduplicateOptions): ScoredItem<T>[] {
   return deduplicateVia('auto', scored, options);
 }
 
 /** {@link deduplicate} on a chosen path. @internal */
-export function deduplicateVia<T extends ContextItem>(path: ScoredPath, scored: readonly ScoredItem<T>[], options?: DeduplicateOptions): ScoredItem<T>[] {
+export function deduplicateVia<T extends ContextItemFields>(path: ScoredPath, scored: readonly ScoredItem<T>[], options?: DeduplicateOptions): ScoredItem<T>[] {
   const { enabled } = readOptions(options);
   if (!enabled) {
     expectArray(scored, 'scored');
@@ -156,12 +163,12 @@ export function deduplicateVia<T extends ContextItem>(path: ScoredPath, scored: 
  * Like {@link deduplicate}, and also says what was removed, in favour of which entry, and the
  * totals. With `enabled: false` everything is kept.
  */
-export function deduplicateWithReport<T extends ContextItem>(scored: readonly ScoredItem<T>[], options?: DeduplicateOptions): DeduplicateReport<T> {
+export function deduplicateWithReport<T extends ContextItemFields>(scored: readonly ScoredItem<T>[], options?: DeduplicateOptions): DeduplicateReport<T> {
   return deduplicateWithReportVia('auto', scored, options);
 }
 
 /** {@link deduplicateWithReport} on a chosen path. @internal */
-export function deduplicateWithReportVia<T extends ContextItem>(
+export function deduplicateWithReportVia<T extends ContextItemFields>(
   path: ScoredPath,
   scored: readonly ScoredItem<T>[],
   options?: DeduplicateOptions,

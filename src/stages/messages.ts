@@ -64,8 +64,12 @@ import {
 export { ASYNC_MIN_UNITS };
 export type { MatchKind, ReferenceInfo };
 
-/** A conversation message. Only `id`, `role`, `content` and `tool_calls` are read. */
-export interface Message {
+/**
+ * The fields of a message the message stage reads: what its functions require of a message
+ * type. Any object type that has them fits, your own interfaces included; every other field
+ * rides along untouched.
+ */
+export interface MessageFields {
   /** Unique within the conversation; the key of the verbatim map. */
   id: string;
   role?: string;
@@ -73,6 +77,12 @@ export interface Message {
   content?: unknown;
   /** A message with a non-empty `tool_calls` array is never replaced. */
   tool_calls?: unknown;
+  /** Kept, with a `ctxdedup` marker added to it in a replaced or rewritten message. */
+  metadata?: object;
+}
+
+/** A conversation message: {@link MessageFields} and any other fields (for annotating literals). */
+export interface Message extends MessageFields {
   metadata?: Record<string, unknown>;
   [field: string]: unknown;
 }
@@ -193,7 +203,7 @@ export interface MessageDedupStats {
 }
 
 /** Result of {@link dedupeMessages}. */
-export interface DedupeMessagesResult<M extends Message = Message> {
+export interface DedupeMessagesResult<M extends MessageFields = Message> {
   /** The conversation with duplicates replaced by reference tags, in input order. */
   messages: M[];
   /** Originals of every replaced message, by id. */
@@ -333,8 +343,8 @@ function plan(messages: unknown, options: DedupeMessagesOptions | undefined): Pl
   };
 }
 
-function apply<M extends Message>(p: Plan, found: { exact: Annotation[]; fuzzy: Annotation[] }): DedupeMessagesResult<M> {
-  const messages = p.messages as M[];
+function apply<M extends MessageFields>(p: Plan, found: { exact: Annotation[]; fuzzy: Annotation[] }): DedupeMessagesResult<M> {
+  const messages = p.messages as unknown as M[];
   // keep 'earliest' (the cache-safe mode) is net positive; 'latest' keeps CCE's analysis.
   const netPositive = p.native.keep === 'earliest' ? p.input.contents : undefined;
   const plan = decide(found, (i) => p.ids[i] as string, p.input.lengths, p, p.reference, netPositive);
@@ -405,7 +415,7 @@ const NO_KEEPER = 0xffffffff;
  * The whole-message result without the duplicates the block pass kept as messages: their keeper
  * was rewritten, so a tag would name text the model no longer sees in full.
  */
-function withoutKept<M extends Message>(
+function withoutKept<M extends MessageFields>(
   p: Plan,
   result: DedupeMessagesResult<M>,
   analysis: { exact: Annotation[]; fuzzy: Annotation[] },
@@ -425,8 +435,8 @@ function withoutKept<M extends Message>(
  * built on first read, all runs counted in one batch ({@link BlockReport}), as lazy properties
  * that read exactly as stored values would ({@link lazyProperty}).
  */
-function withBlocks<M extends Message>(p: Plan, result: DedupeMessagesResult<M>, found: NativeBlocks, ids: readonly string[]): DedupeMessagesResult<M> {
-  applyBlocks(p.messages as M[], result.messages, result.verbatim, found, p.input.contents, p.ids);
+function withBlocks<M extends MessageFields>(p: Plan, result: DedupeMessagesResult<M>, found: NativeBlocks, ids: readonly string[]): DedupeMessagesResult<M> {
+  applyBlocks(p.messages as unknown as M[], result.messages, result.verbatim, found, p.input.contents, p.ids);
   if (found.message.length === 0) return result;
   const report = new BlockReport(found, ids, p.input.contents);
   const stats = { ...result.stats };
@@ -457,7 +467,7 @@ function withBlocks<M extends Message>(p: Plan, result: DedupeMessagesResult<M>,
  * const { messages, verbatim } = dedupeMessages(conversation, { keep: 'earliest', near: true });
  * restoreMessages(messages, verbatim); // deep-equals conversation
  */
-export function dedupeMessages<M extends Message>(messages: readonly M[], options?: DedupeMessagesOptions): DedupeMessagesResult<M> {
+export function dedupeMessages<M extends MessageFields>(messages: readonly M[], options?: DedupeMessagesOptions): DedupeMessagesResult<M> {
   return dedupeMessagesCounted(messages, options, false);
 }
 
@@ -466,7 +476,7 @@ export function dedupeMessages<M extends Message>(messages: readonly M[], option
  * `countInPass`, the block pass counts each replaced run in full as it goes, which costs less
  * than counting them all on first read. Same result either way. @internal
  */
-export function dedupeMessagesCounted<M extends Message>(
+export function dedupeMessagesCounted<M extends MessageFields>(
   messages: readonly M[],
   options: DedupeMessagesOptions | undefined,
   countInPass: boolean,
@@ -489,12 +499,12 @@ export function dedupeMessagesCounted<M extends Message>(
  * objects show in the result, as they would after the sync call.
  * Small batches (up to {@link ASYNC_MIN_UNITS} code units) are analysed inline.
  */
-export async function dedupeMessagesAsync<M extends Message>(messages: readonly M[], options?: DedupeMessagesOptions): Promise<DedupeMessagesResult<M>> {
+export async function dedupeMessagesAsync<M extends MessageFields>(messages: readonly M[], options?: DedupeMessagesOptions): Promise<DedupeMessagesResult<M>> {
   return dedupeMessagesAsyncCounted(messages, options, false);
 }
 
 /** {@link dedupeMessagesAsync} with {@link dedupeMessagesCounted}'s `countInPass`. @internal */
-export async function dedupeMessagesAsyncCounted<M extends Message>(
+export async function dedupeMessagesAsyncCounted<M extends MessageFields>(
   messages: readonly M[],
   options: DedupeMessagesOptions | undefined,
   countInPass: boolean,
@@ -517,7 +527,7 @@ export async function dedupeMessagesAsyncCounted<M extends Message>(
  *
  * @throws TypeError if `messages` is not an array or `verbatim` is not an object.
  */
-export function restoreMessages<M extends Message>(messages: readonly M[], verbatim: Record<string, M>): M[] {
+export function restoreMessages<M extends MessageFields>(messages: readonly M[], verbatim: Record<string, M>): M[] {
   expectArray(messages, 'messages');
   expectObject(verbatim, 'verbatim');
   // An indexed loop, not map: a hole comes back as `undefined` at its index, not as a hole.
@@ -525,7 +535,7 @@ export function restoreMessages<M extends Message>(messages: readonly M[], verba
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i] as M;
     if (isRevokedProxy(m)) expectObject(m, `messages[${i}]`);
-    const marker = (m as Message | undefined)?.metadata?.['ctxdedup'];
+    const marker = (m as unknown as Message | undefined)?.metadata?.['ctxdedup'];
     out[i] = marker === undefined || typeof m.id !== 'string' || !Object.hasOwn(verbatim, m.id) ? m : (verbatim[m.id] as M);
   }
   return out;

@@ -16,7 +16,7 @@ import { deprecatedAlias } from '../deprecated.js';
 import { resolveTokenCounter, type TokenCounterOption } from '../tokens.js';
 
 /** A research source. Only the URL and credibility fields are read; the rest rides along. */
-export type Source = Record<string, unknown>;
+export type Source = object;
 
 /** Options of {@link dedupeSources}. */
 export interface DedupeSourcesOptions {

@@ -14,6 +14,7 @@ import {
   type BlockDecision,
   type BlocksMarker,
   type DedupeMessagesOptions,
+  type DedupeMessagesResult,
   type Message,
 } from '../../src/index.js';
 import { blockTexts, thrown } from '../support/assertions.js';
@@ -37,7 +38,7 @@ function blockDecisions(r: { decisions: readonly { kind: string }[] }): BlockDec
 }
 
 /** Every guarantee that can be checked on one result. */
-function checkGuarantees(input: Message[], options: DedupeMessagesOptions = BLOCKS): ReturnType<typeof dedupeMessages> {
+function checkGuarantees(input: Message[], options: DedupeMessagesOptions = BLOCKS): DedupeMessagesResult<Message> {
   const r = dedupeMessages(input, options);
   // Lossless, twice: with the verbatim map, and from the output alone.
   expect(restoreMessages(r.messages, r.verbatim)).toEqual(input);

@@ -224,6 +224,25 @@ describe('metrics', () => {
   });
 });
 
+describe('sqlite option', () => {
+  it("takes IngestIndex.open's `sqlite: { synchronous }`; `sqliteSynchronous` stays as a deprecated alias", async () => {
+    const dir = tempDir('ctxdedup-sync-');
+    const synchronousOf = (s: RunningServer): unknown => (s.index.store as unknown as { synchronous?: unknown }).synchronous;
+    for (const options of [{ sqlite: { synchronous: 'normal' as const } }, { sqliteSynchronous: 'normal' as const }, { sqlite: { synchronous: 'normal' as const }, sqliteSynchronous: 'normal' as const }]) {
+      const local = await startServer({ port: 0, store: `sqlite:${join(dir.dir, 'sync.sqlite')}`, ...options });
+      try {
+        expect(synchronousOf(local)).toBe('normal');
+      } finally {
+        await local.close();
+      }
+    }
+    await expect(startServer({ port: 0, store: 'memory', sqlite: { synchronous: 'full' }, sqliteSynchronous: 'normal' })).rejects.toThrow(
+      /options\.sqliteSynchronous is a deprecated alias of options\.sqlite\.synchronous and disagrees with it/,
+    );
+    await expect(startServer({ port: 0, store: 'memory', sqlite: { synchronus: 'full' } as never })).rejects.toThrow(/options\.sqlite\.synchronus is not an option here/);
+  });
+});
+
 describe('graceful close', () => {
   it('finishes an in-flight batch, then refuses new connections and closes the store', async () => {
     const dir = tempDir('ctxdedup-close-');
@@ -299,7 +318,7 @@ describe('serve flags', () => {
     }
     expect(() => parseServeArgs(['--near-duplicates', '0.9', '--near-window', '0'], {})).toThrow(/--near-window must be a positive integer/);
     expect(() => parseServeArgs(['--near-window', '10'], {})).toThrow(/--near-window needs --near-duplicates/);
-    expect(parseServeArgs(['--sqlite-sync', 'normal'], {})).toMatchObject({ sqliteSynchronous: 'normal' });
+    expect(parseServeArgs(['--sqlite-sync', 'normal'], {})).toMatchObject({ sqlite: { synchronous: 'normal' } });
     expect(() => parseServeArgs(['--sqlite-sync', 'off'], {})).toThrow(/--sqlite-sync must be full or normal/);
   });
 
