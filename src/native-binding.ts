@@ -53,6 +53,9 @@ export declare function countTokens(text: string, encoding: TokenEncoding): numb
 /** [`count_tokens`] of each text, in one call. */
 export declare function countTokensBatch(texts: string[], encoding: TokenEncoding): Uint32Array
 
+/** [`count_tokens_batch`] off the JS thread. */
+export declare function countTokensBatchAsync(texts: string[], encoding: TokenEncoding): Promise<Uint32Array>
+
 /**
  * Each text's count, counted only until it exceeds its `stops` entry
  * (`ctxdedup_core::tokens::count_utf16_up_to`: exact up to the stop, some number above it past

@@ -193,7 +193,12 @@ export interface MessageDedupStats {
   charsBefore: number;
   charsAfter: number;
   charsSaved: number;
-  /** Estimate at 4 characters per token. */
+  /**
+   * o200k_base tokens saved, net of tags and references: each message replaced whole counts its
+   * original's tokens minus its tag's, and `blockTokensSaved` is added. Counted on first read
+   * (all texts in one batch; each distinct text once), or off the JS thread by
+   * {@link dedupeMessagesAsync} on a batch it analyses there: the value is that of a stored number.
+   */
   tokensSaved: number;
   /** Block pass: references written, lines they replaced, characters and o200k tokens saved (net of the references). */
   blockReferences: number;
@@ -245,7 +250,58 @@ interface Plan {
   blocks: ResolvedBlockOptions | undefined;
 }
 
-const CHARS_PER_TOKEN = 4;
+/**
+ * The o200k tokens a call's whole-message replacements saved: each replaced text's count minus
+ * its tag's, each distinct text counted once (exact duplicates share their text).
+ */
+class WholeTokens {
+  readonly texts: string[] = [];
+  readonly #weights: number[] = [];
+  readonly #at = new Map<string, number>();
+  #saved: number | undefined;
+
+  add(text: string, weight: number): void {
+    let k = this.#at.get(text);
+    if (k === undefined) {
+      k = this.texts.length;
+      this.#at.set(text, k);
+      this.texts.push(text);
+      this.#weights.push(0);
+    }
+    this.#weights[k] = (this.#weights[k] as number) + weight;
+  }
+
+  /** Whether the count is known (reading it costs nothing more). */
+  get counted(): boolean {
+    return this.#saved !== undefined || this.texts.length === 0;
+  }
+
+  /** The total from the texts' counts (`counts[k]` of `texts[k]`). */
+  settle(counts: Uint32Array): void {
+    let saved = 0;
+    for (let k = 0; k < counts.length; k++) saved += (this.#weights[k] as number) * (counts[k] as number);
+    this.#saved = saved;
+  }
+
+  saved(): number {
+    if (this.#saved === undefined) this.settle(this.texts.length === 0 ? new Uint32Array(0) : native.countTokensBatch(this.texts, native.TokenEncoding.O200kBase));
+    return this.#saved as number;
+  }
+
+  /** Counts off the JS thread (a large async call), so a later read never blocks the loop. */
+  async count(): Promise<void> {
+    if (!this.counted) this.settle(await native.countTokensBatchAsync(this.texts, native.TokenEncoding.O200kBase));
+  }
+}
+
+/** The whole-message token counter of each result {@link apply} built. */
+const wholeTokens = new WeakMap<object, WholeTokens>();
+
+/** Gives `stats.tokensSaved` its value: at once if it is known, else on first read. */
+function setTokensSaved(stats: MessageDedupStats, known: boolean, saved: () => number): void {
+  if (known) stats.tokensSaved = saved();
+  else lazyProperty(stats, 'tokensSaved', saved);
+}
 
 /** The tag function of the default templates, and the templates it was compiled from. */
 let defaultReference: { exact: string; near: string; tag: (info: ReferenceInfo) => string } | undefined;
@@ -374,7 +430,12 @@ function apply<M extends MessageFields>(p: Plan, found: { exact: Annotation[]; f
     return decision;
   });
   const charsBefore = p.input.units;
-  return {
+  const whole = new WholeTokens();
+  for (const r of plan.replacements) {
+    whole.add(p.input.contents[r.index] as string, 1);
+    whole.add(r.tag, -1);
+  }
+  const result: DedupeMessagesResult<M> = {
     messages: out,
     verbatim,
     decisions,
@@ -386,13 +447,16 @@ function apply<M extends MessageFields>(p: Plan, found: { exact: Annotation[]; f
       charsBefore,
       charsAfter: charsBefore - plan.charsSaved,
       charsSaved: plan.charsSaved,
-      tokensSaved: Math.round(plan.charsSaved / CHARS_PER_TOKEN),
+      tokensSaved: 0,
       blockReferences: 0,
       blockLines: 0,
       blockCharsSaved: 0,
       blockTokensSaved: 0,
     },
   };
+  wholeTokens.set(result, whole);
+  setTokensSaved(result.stats, whole.counted, () => whole.saved());
+  return result;
 }
 
 /**
@@ -439,15 +503,26 @@ function withBlocks<M extends MessageFields>(p: Plan, result: DedupeMessagesResu
   applyBlocks(p.messages as unknown as M[], result.messages, result.verbatim, found, p.input.contents, p.ids);
   if (found.message.length === 0) return result;
   const report = new BlockReport(found, ids, p.input.contents);
-  const stats = { ...result.stats };
-  stats.blockReferences = report.references;
-  stats.blockLines = report.lines;
-  stats.blockCharsSaved = report.charsSaved;
+  const counter = wholeTokens.get(result) as WholeTokens;
+  // Field by field, not a spread: a spread would read (and so count) `tokensSaved`.
+  const s = result.stats;
+  const stats: MessageDedupStats = {
+    messages: s.messages,
+    exactDuplicates: s.exactDuplicates,
+    nearDuplicates: s.nearDuplicates,
+    keptInWindow: s.keptInWindow,
+    charsBefore: s.charsBefore,
+    charsAfter: s.charsAfter - report.charsSaved,
+    charsSaved: s.charsSaved + report.charsSaved,
+    tokensSaved: 0,
+    blockReferences: report.references,
+    blockLines: report.lines,
+    blockCharsSaved: report.charsSaved,
+    blockTokensSaved: 0,
+  };
+  setTokensSaved(stats, counter.counted && report.counted, () => counter.saved() + report.tokensSaved());
   if (report.counted) stats.blockTokensSaved = report.tokensSaved();
   else lazyProperty(stats, 'blockTokensSaved', () => report.tokensSaved());
-  stats.charsSaved += stats.blockCharsSaved;
-  stats.charsAfter -= stats.blockCharsSaved;
-  stats.tokensSaved = Math.round(stats.charsSaved / CHARS_PER_TOKEN);
   const whole = result.decisions;
   const decisions = (): MessageDecision[] => [...whole, ...report.decisions()].sort((a, b) => a.index - b.index);
   if (report.counted) return { ...result, decisions: decisions(), stats };
@@ -512,13 +587,19 @@ export async function dedupeMessagesAsyncCounted<M extends MessageFields>(
   const p = plan(messages, options);
   const { contents, units } = p.input;
   const analysis = await analyze(p.input, false, p.native);
-  const whole = apply<M>(p, analysis);
-  if (p.blocks === undefined) return whole;
-  const ids = p.ids;
   const inline = units <= ASYNC_MIN_UNITS;
+  // Off the JS thread, the whole-message replacements' tokens are counted there too.
+  const counted = async (result: DedupeMessagesResult<M>): Promise<DedupeMessagesResult<M>> => {
+    await (wholeTokens.get(result) as WholeTokens).count();
+    return result;
+  };
+  const whole = apply<M>(p, analysis);
+  if (p.blocks === undefined) return inline ? whole : counted(whole);
+  const ids = p.ids;
   const input = blockInput(p, whole.decisions, countInPass || !inline);
   const found = inline ? native.dedupeBlocksSync(contents, ids, ...input) : await native.dedupeBlocksAsync(contents, ids, ...input);
-  return withBlocks(p, withoutKept(p, whole, analysis, found), found, ids);
+  const final = withoutKept(p, whole, analysis, found);
+  return withBlocks(p, inline ? final : await counted(final), found, ids);
 }
 
 /**

@@ -219,6 +219,8 @@ describe('block dedup: token figures counted on first read', () => {
     // Plain data from the start: the counts came back with the references.
     expect(Object.getOwnPropertyDescriptor(r, 'decisions')).toMatchObject(DATA);
     expect(Object.getOwnPropertyDescriptor(r.stats, 'blockTokensSaved')).toMatchObject(DATA);
+    // r4 is a whole duplicate: its tokens were counted there too.
+    expect(Object.getOwnPropertyDescriptor(r.stats, 'tokensSaved')).toMatchObject(DATA);
     expect(r).toStrictEqual(dedupeMessages(large, BLOCKS));
   });
 
@@ -243,6 +245,19 @@ describe('block dedup: token figures counted on first read', () => {
     // The hook is not a visible property.
     expect(Object.keys(r)).toEqual(['messages', 'verbatim', 'decisions', 'stats']);
     expect(isDeepStrictEqual(fresh(), JSON.parse(JSON.stringify(fresh())))).toBe(true);
+  });
+
+  it("stats.tokensSaved is the call's o200k saving: the messages replaced whole plus blockTokensSaved", () => {
+    const r = fresh();
+    expect(Object.getOwnPropertyDescriptor(r.stats, 'tokensSaved')?.get).toBeTypeOf('function');
+    const whole = r.decisions.filter((d) => d.kind !== 'block');
+    expect(whole.map((d) => d.id)).toEqual(['r4']);
+    const text = (m: Message | undefined): string => m?.content as string;
+    const wholeSaved = whole.reduce((sum, d) => sum + countTokens(text(input[d.index])) - countTokens(text(r.messages[d.index])), 0);
+    expect(r.stats.tokensSaved).toBe(wholeSaved + r.stats.blockTokensSaved);
+    // Not an estimate below one of its parts (it was charsSaved / 4).
+    expect(r.stats.tokensSaved).toBeGreaterThan(r.stats.blockTokensSaved);
+    expect(Object.getOwnPropertyDescriptor(r.stats, 'tokensSaved')).toEqual({ value: r.stats.tokensSaved, ...DATA });
   });
 
   it('a result without block references is stored as before', () => {

@@ -8,7 +8,7 @@
 
 use crate::strings::{JsStrings, Units};
 use ctxdedup_core::tokens::{count_utf16, count_utf16_up_to, load, Encoding};
-use ctxdedup_core::{to_u32, Utf16Source};
+use ctxdedup_core::{to_u32, Utf16Arena, Utf16Source};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
@@ -52,6 +52,49 @@ pub fn count_tokens_batch(
         .map(|i| texts.with_units(i, |units| to_u32(count_utf16(encoding, units))))
         .collect();
     Uint32Array::new(counts)
+}
+
+/// [`count_tokens_batch`] on a libuv worker thread (the texts are copied first).
+pub struct CountTask {
+    texts: Utf16Arena,
+    encoding: Encoding,
+}
+
+#[napi]
+impl Task for CountTask {
+    type Output = Vec<u32>;
+    type JsValue = Uint32Array;
+
+    fn compute(&mut self) -> Result<Self::Output> {
+        crate::guarded("counting tokens", || {
+            Ok((0..self.texts.count())
+                .map(|i| to_u32(count_utf16(self.encoding, self.texts.get(i))))
+                .collect())
+        })
+    }
+
+    fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {
+        Ok(Uint32Array::new(output))
+    }
+}
+
+impl Drop for CountTask {
+    /// The copied texts' buffer goes back to the pool.
+    fn drop(&mut self) {
+        crate::strings::buffer_pool::give_back(std::mem::take(&mut self.texts).into_buffer());
+    }
+}
+
+/// [`count_tokens_batch`] off the JS thread.
+#[napi(catch_unwind)]
+pub fn count_tokens_batch_async(
+    #[napi(ts_arg_type = "string[]")] texts: JsStrings,
+    encoding: TokenEncoding,
+) -> AsyncTask<CountTask> {
+    AsyncTask::new(CountTask {
+        texts: texts.to_arena(),
+        encoding: encoding.into(),
+    })
 }
 
 /// Each text's count, counted only until it exceeds its `stops` entry
