@@ -11,6 +11,7 @@
  * @module
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { isDeepStrictEqual } from 'node:util';
 import { describe, expectKnownKeys, expectObject, expectOptions, optionalBoolean, rangeError, show, typeError } from '../validation.js';
 import { native } from '../native.js';
 import { deprecatedAlias } from '../deprecated.js';
@@ -596,7 +597,9 @@ export class MemoryDeduplicator {
    * Restores the most recent audited version of memory `id` that has not been restored yet:
    * re-added if it was deleted, or written back over what is stored under its id now (the merged
    * version, when a merge was stored under this id; the other memories of that merge stay in the
-   * audit log, each restorable by its own id). Memories stored under other ids are left as is.
+   * audit log, each restorable by its own id). What it overwrites goes to the audit log first
+   * (`replaced`, unless it is that very version), so a memory stored later under a reused id can be
+   * restored by `undo(id)` in turn. Memories stored under other ids are left as is.
    * Rejects if there is nothing to restore. Runs in turn with the other writes of this deduplicator.
    */
   async undo(id: string): Promise<Memory> {
@@ -608,8 +611,15 @@ export class MemoryDeduplicator {
     const entries = await this.#audit.list();
     const entry = entries.reverse().find((e) => e.memory.id === id && !e.undone);
     if (entry === undefined) throw new RangeError(`ctxdedup: no audited version of memory ${JSON.stringify(id)} to restore`);
-    if ((await this.store.get(id)) === undefined) await this.store.add(entry.memory);
-    else await this.store.update(entry.memory);
+    const current = await this.store.get(id);
+    if (current === undefined) await this.store.add(entry.memory);
+    else {
+      // The memory stored under the id now is overwritten: audited first, like every write that
+      // does not keep a memory verbatim (a later memory may have reused the id), so undo(id)
+      // can bring it back in turn.
+      if (!isDeepStrictEqual(stripEmbedding(current), stripEmbedding(entry.memory))) await this.#record('replaced', current, id, null);
+      await this.store.update(entry.memory);
+    }
     await this.#audit.markUndone(entry.seq);
     return stripEmbedding(entry.memory);
   }

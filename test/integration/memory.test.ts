@@ -341,6 +341,27 @@ describe('never loses a memory', () => {
     await expect(dedup.undo('old')).rejects.toThrow(RangeError);
     await expect(dedup.undo('never')).rejects.toThrow(/no audited version of memory "never"/);
   });
+
+  it('undo audits what it overwrites: a later memory under a reused id is never lost', async () => {
+    const store = new InMemoryStore();
+    const dedup = new MemoryDeduplicator({ store, embed: tableEmbed, upperThreshold: 0.95 });
+    await dedup.checkAndMerge({ id: 'm1', content: 'a peanuts', timestamp: 1 });
+    expect(await dedup.checkAndMerge({ id: 'm2', content: 'b peanuts!', timestamp: 2 })).toMatchObject({ decision: 'replace' });
+    // The id m1 is free again: an unrelated memory is written under it.
+    expect(await dedup.checkAndMerge({ id: 'm1', content: 'd deploy key', timestamp: 3 })).toMatchObject({ decision: 'insert' });
+    await dedup.undo('m1');
+    expect((await store.get('m1'))?.content).toBe('a peanuts');
+    const last = (await dedup.history()).at(-1);
+    expect(last).toMatchObject({ action: 'replaced', replacedBy: 'm1', memory: { id: 'm1', content: 'd deploy key', timestamp: 3 } });
+    // ... and undo brings it back in turn, auditing the restored version again.
+    expect(await dedup.undo('m1')).toEqual({ id: 'm1', content: 'd deploy key', timestamp: 3 });
+    expect((await store.get('m1'))?.content).toBe('d deploy key');
+    expect((await dedup.history()).map((e) => [e.memory.content, e.undone])).toEqual([
+      ['a peanuts', true],
+      ['d deploy key', true],
+      ['a peanuts', false],
+    ]);
+  });
 });
 
 describe('dedupeAll', () => {
