@@ -14,7 +14,7 @@ import { UsageError, type DataError } from './errors.js';
 import type { FormatName } from './formats.js';
 import { discover, type InputFile } from './input.js';
 import type { SessionResult } from './jobs.js';
-import { beginCommit, type Outputs, Sink, writeFileAtomic, type Target } from './output.js';
+import { beginCommit, finishedFile, type Outputs, Sink, type Target } from './output.js';
 import { checkPaths, type PathUse } from './paths.js';
 import { runPipeline, type OutputPatch, type PipelineProgress } from './pipeline.js';
 import { defaultJobs, HybridExecutor, inProcess, WorkerPool, type Executor } from './pool.js';
@@ -52,8 +52,13 @@ export interface DedupeCommandOptions
   quiet: boolean;
   /** Force the progress display on (default: only when stderr is a TTY). */
   progress?: boolean;
-  /** HTML report path (written after the outputs). */
+  /** HTML report path (published with the outputs). */
   report?: string;
+  /**
+   * Runs once the report is final and before anything is committed (the report on stdout): if it
+   * fails, the run commits no file.
+   */
+  beforeCommit?: (report: DedupeReport) => Promise<void>;
   /** A per-session engine function: runs on the main thread only (implies `jobs: 1`). */
   engine?: DedupeEngine;
   /** URL of a module exporting `engine`: loaded by every worker (and the main thread). */
@@ -274,6 +279,7 @@ export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise
   bar?.start();
   let executor: Executor<DedupeOutcome> | undefined;
   let outputs: Outputs | undefined;
+  let result: DedupeReport | undefined;
   try {
     if (verbatim !== undefined) await verbatim.write(`${JSON.stringify({ ctxdedup: 'verbatim', version: 1 })}\n`);
     executor = await executorFor(o, settings, files);
@@ -298,6 +304,12 @@ export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise
       },
       progress,
     );
+    result = report.finish(files.length, progress.bytesRead(), progress.bytesParsed, progress.bytesOut);
+    // Everything that can fail is written before the commit: the HTML report (published with the
+    // outputs) and whatever the caller prints.
+    if (reportPath !== undefined) outputs.add(await finishedFile(reportPath, renderHtml(result)));
+    bar?.stop();
+    await o.beforeCommit?.(result);
     // The outputs are never published without their originals: verbatim file first.
     beginCommit();
     await verbatim?.commit();
@@ -310,7 +322,5 @@ export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise
     await executor?.close();
     bar?.stop();
   }
-  const result = report.finish(files.length, progress.bytesRead(), progress.bytesParsed, progress.bytesOut);
-  if (reportPath !== undefined) await writeFileAtomic(reportPath, renderHtml(result));
   return result;
 }

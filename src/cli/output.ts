@@ -275,6 +275,19 @@ export async function writeFileAtomic(path: string, data: string | Uint8Array): 
   }
 }
 
+/** A file of `data` written under its temporary name, to publish later; nothing is left on failure. */
+export async function finishedFile(path: string, data: string | Uint8Array): Promise<Sink> {
+  const sink = await Sink.open({ kind: 'file', path });
+  try {
+    await sink.write(data);
+    await sink.finish();
+    return sink;
+  } catch (error) {
+    await sink.discard();
+    throw error;
+  }
+}
+
 /**
  * Finished sinks published together: `publish` renames each into place in the order they were
  * added, `discard` removes every one not published yet.

@@ -21,6 +21,7 @@ export class Progress {
   private timer: NodeJS.Timeout | undefined;
   private readonly started = Date.now();
   private drawn = false;
+  private stopped = false;
 
   /**
    * @param out - the stream to draw on (stderr)
@@ -68,7 +69,10 @@ export class Progress {
   }
 
   /** Draws the final state and ends the line. */
+  /** Draws the final state and ends the line (once; later calls do nothing). */
   stop(): void {
+    if (this.stopped) return;
+    this.stopped = true;
     if (this.timer !== undefined) clearInterval(this.timer);
     this.timer = undefined;
     this.draw();

@@ -6,7 +6,7 @@ import { Command, CommanderError, InvalidArgumentError, Option } from 'commander
 import { dedupeCommand, type CliIO, type DedupeEngine } from './dedupe.js';
 import { DataError, EXIT, OutputError, UsageError } from './errors.js';
 import { FORMATS, type FormatName } from './formats.js';
-import { renderText } from './report.js';
+import { renderText, type DedupeReport } from './report.js';
 import { addMemoriesCommand } from './memories.js';
 import { print } from './output.js';
 import { addConformanceCommand } from './conformance.js';
@@ -112,6 +112,8 @@ export async function run(argv: readonly string[], io: CliIO, hooks: RunHooks = 
     .option('-q, --quiet', 'no progress and no text report', false)
     .option('--progress', 'show progress even when stderr is not a terminal', false)
     .action(async (inputs: string[], opts: Record<string, unknown>) => {
+      // The report on stdout is printed before the run commits: a full or closed stdout commits no file.
+      const toStdout = opts['json'] || (!opts['quiet'] && !(opts['out'] === undefined && !opts['dryRun']));
       const report = await dedupeCommand(
         {
           inputs,
@@ -135,6 +137,7 @@ export async function run(argv: readonly string[], io: CliIO, hooks: RunHooks = 
           quiet: opts['quiet'] as boolean,
           progress: (opts['progress'] as boolean) || undefined,
           report: opts['report'] as string | undefined,
+          ...(toStdout ? { beforeCommit: (r: DedupeReport) => print(io.stdout, opts['json'] ? `${JSON.stringify(r, null, 2)}\n` : renderText(r)) } : {}),
           ...(hooks.engine ? { engine: hooks.engine } : {}),
           ...(hooks.engineModule ? { engineModule: hooks.engineModule } : {}),
           ...(hooks.batchBytes ? { batchBytes: hooks.batchBytes } : {}),
@@ -143,10 +146,7 @@ export async function run(argv: readonly string[], io: CliIO, hooks: RunHooks = 
         },
         io,
       );
-      if (opts['json']) await print(io.stdout, `${JSON.stringify(report, null, 2)}\n`);
-      else if (opts['quiet']) return;
-      else if (opts['out'] === undefined && !opts['dryRun']) io.stderr.write(renderText(report));
-      else await print(io.stdout, renderText(report));
+      if (!toStdout && !opts['quiet']) io.stderr.write(renderText(report));
     });
 
   program

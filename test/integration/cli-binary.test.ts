@@ -174,6 +174,34 @@ describe('ctxdedup binary when stdout fails (issue 12, item 8)', () => {
     expect(readdirSync(tmp.dir).filter((f) => f.includes('.tmp'))).toEqual([]);
   });
 
+  it.skipIf(!existsSync('/dev/full'))('a report that cannot be written (stdout full, --report path) commits no file: the old output stays', () => {
+    const file = join(tmp.dir, 'commit.json');
+    writeFileSync(file, conversation);
+    const out = join(tmp.dir, 'commit.out.json');
+    const v = join(tmp.dir, 'commit.verbatim.jsonl');
+    const before = '{"old":true}\n';
+    for (const [args, stdout] of [
+      [['dedupe', file, '-o', out, '--verbatim', v, '--json'], '/dev/full'],
+      [['dedupe', file, '-o', out, '--verbatim', v], '/dev/full'],
+      // /proc takes no new file: found only when the report is written.
+      [['dedupe', file, '-o', out, '--verbatim', v, '-q', '--report', '/proc/report.html'], '/dev/null'],
+    ] as const) {
+      writeFileSync(out, before);
+      const r = withStdout(stdout, 'w', [...args]);
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.stderr, args.join(' ')).toMatch(/^ctxdedup: cannot write to [^\n]*(ENOSPC|ENOENT)[^\n]*\n$/);
+      expect(readFileSync(out, 'utf8'), args.join(' ')).toBe(before);
+      expect(existsSync(v), args.join(' ')).toBe(false);
+    }
+    expect(readdirSync(tmp.dir).filter((f) => f.includes('.tmp'))).toEqual([]);
+    // The same run with a writable stdout commits the output, the verbatim file and the report.
+    const html = join(tmp.dir, 'commit.html');
+    const ok = withStdout('/dev/null', 'w', ['dedupe', file, '-o', out, '--verbatim', v, '--json', '--report', html]);
+    expect(ok.code).toBe(0);
+    expect(readFileSync(out, 'utf8')).not.toBe(before);
+    expect(existsSync(v) && existsSync(html)).toBe(true);
+  });
+
   it('a closed pipe (EPIPE) ends with one clean line and exit 1', async () => {
     const file = join(tmp.dir, 'pipe.jsonl');
     const record = (i: number): string => JSON.stringify({ session: `s${i}`, messages: [{ role: 'user', content: `${i} `.repeat(200) }] });

@@ -252,7 +252,7 @@ describe('block dedup: token figures counted on first read', () => {
     expect(Object.getOwnPropertyDescriptor(r.stats, 'tokensSaved')?.get).toBeTypeOf('function');
     const whole = r.decisions.filter((d) => d.kind !== 'block');
     expect(whole.map((d) => d.id)).toEqual(['r4']);
-    const text = (m: Message | undefined): string => m?.content as string;
+    const text = (m: { content?: unknown } | undefined): string => m?.content as string;
     const wholeSaved = whole.reduce((sum, d) => sum + countTokens(text(input[d.index])) - countTokens(text(r.messages[d.index])), 0);
     expect(r.stats.tokensSaved).toBe(wholeSaved + r.stats.blockTokensSaved);
     // Not an estimate below one of its parts (it was charsSaved / 4).
