@@ -153,6 +153,12 @@ export const SQLITE_CHECKPOINT_INTERVAL_MS = 100;
 export const SQLITE_AUTOCHECKPOINT_PAGES = 16384;
 
 /**
+ * The workers' flags: the process's, without `--input-type` (a worker inherits it, and
+ * `node --input-type=module` would evaluate the CommonJS program below as a module).
+ */
+const WORKER_EXEC_ARGV = process.execArgv.filter((arg, i, all) => !arg.startsWith('--input-type') && all[i - 1] !== '--input-type');
+
+/**
  * The workers' program, evaluated as CommonJS (`eval: true`), so that the same code runs from the
  * compiled package, under tsx and under vitest alike. The schema exists before it starts.
  *
@@ -303,10 +309,10 @@ export class SqliteStore implements IngestStore {
       autocheckpointPages: SQLITE_AUTOCHECKPOINT_PAGES,
       checkpointIntervalMs: SQLITE_CHECKPOINT_INTERVAL_MS,
     };
-    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { ...workerData, role: 'claims' } });
+    const worker = new Worker(WORKER_SOURCE, { eval: true, execArgv: WORKER_EXEC_ARGV, workerData: { ...workerData, role: 'claims' } });
     this.#worker = worker;
     worker.unref();
-    this.#checkpointer = new Worker(WORKER_SOURCE, { eval: true, workerData: { ...workerData, role: 'checkpoint' } });
+    this.#checkpointer = new Worker(WORKER_SOURCE, { eval: true, execArgv: WORKER_EXEC_ARGV, workerData: { ...workerData, role: 'checkpoint' } });
     this.#checkpointer.unref();
     // A failing checkpoint thread only costs speed: the claim connection checkpoints by itself.
     this.#checkpointer.on('error', () => {});

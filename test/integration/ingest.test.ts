@@ -1,5 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
 import { join } from 'node:path';
 import { sha256 } from '../../src/identity.js';
 import { IngestIndex, type IngestResult } from '../../src/ingest/index.js';
@@ -7,7 +9,7 @@ import { hashBatch } from '../../src/ingest/hash.js';
 import { hashBatchJs } from '../../bench/reference/hashing.js';
 import Database from 'better-sqlite3';
 import { SQLITE_SCHEMA_VERSION, SqliteStore } from '../../src/ingest/sqlite-store.js';
-import { redisAvailable, tempDir, useRedis } from '../support/ingest-services.js';
+import { ROOT, redisAvailable, tempDir, useRedis } from '../support/ingest-services.js';
 
 const tmp = tempDir();
 afterAll(() => tmp.remove());
@@ -195,6 +197,19 @@ describe('SQLite store durability', () => {
 });
 
 describe('SQLite store: schema, options, worker thread', () => {
+  it('opens in a process run with --input-type=module (its workers do not inherit the flag)', () => {
+    const path = join(tmp.dir, 'input-type.sqlite');
+    const module = pathToFileURL(join(ROOT, 'dist', 'ingest', 'index.js')).href;
+    const script = `const { IngestIndex } = await import(${JSON.stringify(module)});
+const index = await IngestIndex.open({ store: ${JSON.stringify(`sqlite:${path}`)} });
+const [a, b] = await index.ingest('ns', [{ id: 'a', content: 'same' }, { id: 'b', content: 'same' }]);
+await index.close();
+console.log(a.status, b.status);`;
+    const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toBe('new duplicate\n');
+  });
+
   it('upgrades a schema 1 file (hex digests) in place, keeping every entry', async () => {
     const path = join(tmp.dir, 'v1.sqlite');
     const old = new Database(path);
