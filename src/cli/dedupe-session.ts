@@ -155,7 +155,7 @@ export function defaultEngine(settings: DedupeSettings): DedupeEngine {
     });
     // As dedupeMessages: keep 'earliest' tags a duplicate only when the tag is shorter.
     const netPositive = settings.keep === 'earliest' ? input.contents : undefined;
-    const plan = decide(found, (i) => (messages[i] as Message).id, input.lengths, window, tag, netPositive);
+    const plan = decide(found, (i) => (messages[i] as Message).id, input.lengths, window, tag, netPositive, true);
     return {
       rewritten: plan.replacements.map((r) => ({ index: r.index, content: r.tag, charsSaved: r.charsSaved })),
       stats: { exactDuplicates: plan.exact, nearDuplicates: plan.near, keptInWindow: plan.keptInWindow, blockReferences: 0, blockCharsSaved: 0 },

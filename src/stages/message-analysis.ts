@@ -332,7 +332,8 @@ export interface ReferenceInfo {
 }
 
 /** The fields of a whole-message tag template. @internal */
-const TAG_FIELDS = ['id', 'keepId', 'chars', 'percent'] as const;
+/** The fields of a whole-message reference template. */
+export const TAG_FIELDS = ['id', 'keepId', 'chars', 'percent'] as const;
 
 /**
  * The tag function of a pair of templates: `{id}`, `{keepId}`, `{chars}` and `{percent}` (the
@@ -401,9 +402,11 @@ export interface WholePlan {
  * Turns the native annotations into decisions: annotations in the recency window are counted
  * and left alone, every other one gets its tag (exact ones first, then near ones: the order a
  * caller's tag function sees). `id(i)` is the id of message `i`; `lengths[i]` its content length.
- * With `contents` (net positive: `dedupeMessages`, not `ctxdedup/cce`, which keeps CCE's rule), a
- * message whose tag would not be shorter than it, in UTF-16 units and in o200k_base tokens, stays
- * in full and gets no decision.
+ * With `contents` (net positive: `dedupeMessages` with `keep: 'earliest'`), a message whose tag
+ * would not be shorter than it, in UTF-16 units and in o200k_base tokens, stays in full and gets
+ * no decision; with `shorter` alone (`keep: 'latest'`), in UTF-16 units only, so the output is
+ * never longer than the input whatever the template, ids and `minChars`. `ctxdedup/cce` passes
+ * neither and keeps CCE's rule (every duplicate is tagged).
  * @internal
  */
 export function decide(
@@ -413,6 +416,7 @@ export function decide(
   window: { recencyWindow: number; recencyStart: number },
   tag: (info: ReferenceInfo) => string,
   contents?: readonly string[],
+  shorter = contents !== undefined,
 ): WholePlan {
   const plan: WholePlan = { replacements: [], exact: 0, near: 0, keptInWindow: 0, charsSaved: 0 };
   const candidates: WholeReplacement[] = [];
@@ -435,7 +439,7 @@ export function decide(
       charsSaved: charsBefore - text.length,
     };
     if (a.similarity !== undefined) r.similarity = a.similarity;
-    if (contents === undefined || r.charsSaved > 0) candidates.push(r);
+    if (r.charsSaved > 0 || !shorter) candidates.push(r);
   };
   for (const a of found.exact) add(a, 'exact');
   for (const a of found.fuzzy) add(a, 'near');

@@ -49,6 +49,7 @@ import {
   decide,
   recencyStartOf,
   referenceTag,
+  TAG_FIELDS,
   rewrite,
   SUMMARY_PREFIX_UNITS,
   SUMMARY_PREFIXES,
@@ -329,6 +330,12 @@ function referenceOf(option: unknown): (info: ReferenceInfo) => string {
   const read = (key: string): string | undefined => {
     const template = Object.hasOwn(given, key) ? given[key] : undefined;
     if (template !== undefined && typeof template !== 'string') typeError(`options.reference.${key}`, `must be a string, got ${describe(template)}`);
+    // A misspelled field would reach the model as literal text (`{target}` is a block template's).
+    for (const [, field] of template?.matchAll(/\{(\w+)\}/g) ?? []) {
+      if (!(TAG_FIELDS as readonly string[]).includes(field as string)) {
+        typeError(`options.reference.${key}`, `has an unknown field {${field}} (fields: ${TAG_FIELDS.map((f) => `{${f}}`).join(', ')})`);
+      }
+    }
     return template;
   };
   const templates: Record<MatchKind, string> = {
@@ -403,7 +410,7 @@ function apply<M extends MessageFields>(p: Plan, found: { exact: Annotation[]; f
   const messages = p.messages as unknown as M[];
   // keep 'earliest' (the cache-safe mode) is net positive; 'latest' keeps CCE's analysis.
   const netPositive = p.native.keep === 'earliest' ? p.input.contents : undefined;
-  const plan = decide(found, (i) => p.ids[i] as string, p.input.lengths, p, p.reference, netPositive);
+  const plan = decide(found, (i) => p.ids[i] as string, p.input.lengths, p, p.reference, netPositive, true);
   const { messages: out, verbatim } = rewrite(
     messages,
     plan,

@@ -834,6 +834,30 @@ describe('dedupeMessages: validation gaps (issue 12)', () => {
   const A = text('gap');
   const input = [msg('m0', A), msg('m1', A)];
 
+  it('a tag is never longer than the message it replaces, keep latest too: no template, id or minChars amplifies the output', () => {
+    const same = 'same content here '.repeat(15);
+    const many = Array.from({ length: 2000 }, (_, i) => msg(`m${i}`, same));
+    // A 100k-unit template: each tag would be longer than its message, so every copy stays.
+    const long = dedupeMessages(many, { reference: { exact: `${'T'.repeat(100_000)}{keepId}` } });
+    expect(long.stats).toMatchObject({ exactDuplicates: 0, charsSaved: 0, charsAfter: long.stats.charsBefore });
+    expect(long.messages).toEqual(many);
+    // minChars 0: a two-unit message keeps its content rather than get a 40-unit tag.
+    const tiny = dedupeMessages([msg('a', 'ab'), msg('b', 'ab')], { minChars: 0 });
+    expect(tiny.messages.map((m) => m.content)).toEqual(['ab', 'ab']);
+    // A tag shorter than its message is still used (keep latest keeps CCE's analysis otherwise).
+    const short = dedupeMessages([msg('a', same), msg('b', same)], { reference: { exact: '<{keepId}>' } });
+    expect(short.messages.map((m) => m.content)).toEqual(['<b>', same]);
+  });
+
+  it('a template with an unknown field is refused: it would reach the model as literal text', () => {
+    expect(() => dedupeMessages([], { reference: { exact: '[dup of {target}]' } })).toThrow(
+      new TypeError('options.reference.exact has an unknown field {target} (fields: {id}, {keepId}, {chars}, {percent})'),
+    );
+    expect(() => dedupeMessages([], { near: true, reference: { near: '~{percent}% {similarity}' } })).toThrow(/options\.reference\.near has an unknown field \{similarity\}/);
+    // Braces around anything else are text.
+    expect(dedupeMessages([msg('a', 'x'.repeat(300)), msg('b', 'x'.repeat(300))], { reference: { exact: '{ {keepId} }' } }).messages[0]?.content).toBe('{ b }');
+  });
+
   it('reference: { exact: undefined } means the default template, like every other absent option', () => {
     const defaults = dedupeMessages(input);
     expect(dedupeMessages(input, { reference: { exact: undefined } })).toEqual(defaults);
