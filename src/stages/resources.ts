@@ -754,6 +754,8 @@ export class ResourceLedger {
     const out: (B | TextBlock)[] = blocks.slice();
     const decisions: ResourceDecision[] = [];
     const pending: DeliveryRecord[] = [];
+    // This response's deliveries by URI and checksum (the first of each): looked up per block.
+    const pendingByUri = new Map<string, Map<string, DeliveryRecord>>();
     const tokenUpdates = new Map<string, number>();
     let bytesBefore = 0;
     let bytesAfter = 0;
@@ -773,7 +775,7 @@ export class ResourceLedger {
       } else if (optedOut) {
         reason = 'opted-out';
       } else {
-        const found = this.#lookup(uri, sha256, turn, lookbackTurns, pending);
+        const found = this.#lookup(uri, sha256, turn, lookbackTurns, pendingByUri.get(uri));
         if (found.original === undefined) {
           reason = found.reason;
         } else {
@@ -826,7 +828,11 @@ export class ResourceLedger {
         decisions.push({ action: 'delivered', index, uri, bytes: size, reason });
       } else {
         decisions.push({ action: 'delivered', index, uri, bytes: size, sha256, reason });
-        pending.push({ uri, sha256, bytes: size, location });
+        const record: DeliveryRecord = { uri, sha256, bytes: size, location };
+        pending.push(record);
+        let byChecksum = pendingByUri.get(uri);
+        if (byChecksum === undefined) pendingByUri.set(uri, (byChecksum = new Map()));
+        if (!byChecksum.has(sha256)) byChecksum.set(sha256, record);
       }
     }
 
@@ -1055,17 +1061,18 @@ export class ResourceLedger {
     sha256: string,
     turn: number,
     lookbackTurns: number,
-    pending: readonly DeliveryRecord[],
+    /** This response's earlier deliveries of `uri`, by checksum. */
+    pending: ReadonlyMap<string, DeliveryRecord> | undefined,
   ): { original: DeliveryRecord; reason?: undefined } | { original?: undefined; reason: DeliveryReason } {
     const byChecksum = this.#byUri.get(uri);
     const list = byChecksum?.get(sha256);
     if (list !== undefined) {
       for (const d of list) if (turn - d.location.turn <= lookbackTurns) return { original: d };
     }
-    const same = pending.find((d) => d.uri === uri && d.sha256 === sha256);
+    const same = pending?.get(sha256);
     if (same !== undefined) return { original: same };
     if (list !== undefined) return { reason: 'expired' };
-    const seen = (byChecksum !== undefined && byChecksum.size > 0) || pending.some((d) => d.uri === uri);
+    const seen = (byChecksum !== undefined && byChecksum.size > 0) || pending !== undefined;
     return { reason: seen ? 'changed' : 'new' };
   }
 

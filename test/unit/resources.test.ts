@@ -65,6 +65,23 @@ describe('ResourceLedger: matching', () => {
     expect(again.decisions[0]).toMatchObject({ action: 'referenced', original: { kind: 'tool', turn: 3, tool: 'read_file', callId: 'call_a' } });
   });
 
+  // The timeout bounds the complexity with a wide margin either way (about 0.9 s here; a scan of the
+  // response per block took about 26 s).
+  it('one response of 80,000 resource blocks: repeats within it matched, new versions changed (one lookup per block)', { timeout: 10_000 }, () => {
+    const n = 20_000;
+    const body = (i: number): string => `${'x'.repeat(1000)}${i}`;
+    const blocks: ResourceBlock[] = [];
+    for (let i = 0; i < n; i++) blocks.push(res(`file:///f${i}`, body(i)));
+    for (let i = 0; i < n; i++) blocks.push(res(`file:///f${i}`, body(i)));
+    for (let i = 0; i < n; i++) blocks.push(res(`file:///f${i}`, `${body(i)} edited`));
+    for (let i = 0; i < n; i++) blocks.push(res(`file:///g${i}`, body(i)));
+    const { decisions, stats } = read(new ResourceLedger(byChars), 1, 'c1', ...blocks);
+    const counts = new Map<string, number>();
+    for (const a of actions(decisions)) counts.set(a, (counts.get(a) ?? 0) + 1);
+    expect(Object.fromEntries(counts)).toEqual({ new: 2 * n, referenced: n, changed: n });
+    expect(stats).toMatchObject({ resourceBlocks: 4 * n, matched: n });
+  });
+
   it('delivers the same URI with changed content in full', () => {
     const ledger = new ResourceLedger();
     read(ledger, 1, 'c1', res('file:///foo.rs', FOO));
