@@ -167,12 +167,18 @@ function isUtmName(pair: string): boolean {
  * A canonical form of a URL, for grouping: WHATWG URL parsing, lowercase scheme and host, no
  * fragment, no `utm_*` query parameters (name compared case-insensitively; the other parameters
  * are kept byte for byte, in order), no default port, no trailing slash on the path.
- * A string that does not parse as a URL is returned unchanged.
+ * A string that does not parse as a URL is returned unchanged, and so is one whose host (with its
+ * port) is longer than 1,024 characters: no DNS name is, and the parser's
+ * conversion of a non-ASCII host to ASCII takes time quadratic in its length.
  *
  * @example canonicalizeUrl('HTTPS://Example.com:443/a/?utm_source=x&q=1#top') // 'https://example.com/a?q=1'
  */
 export function canonicalizeUrl(url: string): string {
   if (typeof url !== 'string') typeError('url', `must be a string, got ${describe(url)}`);
+  // The authority as the parser finds it, at most this long: it drops tabs and line breaks and
+  // ends the host at the first `/`, `?`, `#` or `\` (an opaque host is never converted).
+  const authority = AUTHORITY.exec(url)?.[1] ?? '';
+  if (authority.length - authority.lastIndexOf('@') - 1 > MAX_HOST_UNITS) return url;
   let parsed: URL;
   try {
     parsed = new URL(url);
@@ -197,6 +203,12 @@ export function canonicalizeUrl(url: string): string {
   const path = parsed.pathname.endsWith('/') ? parsed.pathname.slice(0, -1) : parsed.pathname;
   return `${head}${path}${parsed.search}`;
 }
+
+/** Longest host (with its port) {@link canonicalizeUrl} parses; a DNS name has at most 253 characters. */
+const MAX_HOST_UNITS = 1024;
+
+/** A URL's scheme and authority, after the leading controls and spaces the parser trims. */
+const AUTHORITY = /^[\x00-\x20]*[A-Za-z][A-Za-z0-9+.-]*:[/\\\t\n\r]*([^/?#\\]*)/;
 
 /** `record[key]` if it is an own property, else `undefined` (never the prototype chain). */
 function ownField(record: Record<string, unknown>, key: string): unknown {
