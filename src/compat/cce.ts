@@ -139,12 +139,16 @@ function toThreshold(value: unknown, path: string): number {
  * without a usable length (a number, a BigInt, an object without `length`) holds no messages;
  * `null` and `undefined` have no properties at all (TypeError, as in CCE).
  */
+/** Longest array-like {@link dedupe} copies (an array of any length is read as it is). */
+const MAX_ARRAY_LIKE = 2 ** 24;
+
 function asList<M>(messages: unknown): readonly M[] {
   if (Array.isArray(messages)) return messages as M[];
   if (messages === null || messages === undefined) typeError('messages', `must be an array, got ${messages === null ? 'null' : 'undefined'}`);
   const length = Number((messages as { length?: unknown }).length);
   if (!(length > 0)) return [];
-  if (length > 2 ** 32 - 1) rangeError('messages.length', `must be at most ${2 ** 32 - 1}, got ${length}`);
+  // Its entries are copied into an array: a length no conversation has would exhaust the heap.
+  if (length > MAX_ARRAY_LIKE) rangeError('messages.length', `must be at most ${MAX_ARRAY_LIKE} for an array-like (pass an array), got ${length}`);
   return Array.from({ length: Math.ceil(length) }, (_, i) => (messages as Record<number, M>)[i] as M);
 }
 

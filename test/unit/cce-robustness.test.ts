@@ -72,6 +72,16 @@ describe('CCE tolerance', () => {
     expect(sorted(analyzeDuplicates(sparse, 3, new Set()))).toEqual([[0, { duplicateOfIndex: 2, contentLength: A.length }]]);
   });
 
+  it('an array-like is copied up to 2^24 entries; a longer length is a RangeError, not a heap exhausted by the copy', () => {
+    const A2 = unsafe<CceMessage[]>({ length: 2, 0: { id: 'a', content: A }, 1: { id: 'b', content: A } });
+    expect(dedupe(A2, { recencyWindow: 0 }).stats.messages_deduped).toBe(1);
+    for (const length of [2 ** 24 + 1, 2 ** 32 - 1, 2 ** 53]) {
+      expect(() => dedupe(unsafe<CceMessage[]>({ length }))).toThrow(
+        new RangeError(`messages.length must be at most ${2 ** 24} for an array-like (pass an array), got ${length}`),
+      );
+    }
+  });
+
   it('numeric ids: tags, verbatim keys and _cce_original follow CCE', () => {
     const messages: CceMessage[] = [
       { id: 1, role: 'user', content: A },
