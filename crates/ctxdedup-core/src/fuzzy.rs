@@ -443,7 +443,7 @@ pub(crate) fn linked(a: &FuzzyMember, b: &FuzzyMember, threshold: f64) -> bool {
 
 /// The checks of [`linked`] that cost a few comparisons (line counts, raw lengths, fingerprints):
 /// `false` means not linked; `true` leaves the Jaccard to compute.
-fn may_link(a: &FuzzyMember, b: &FuzzyMember, threshold: f64) -> bool {
+pub(crate) fn may_link(a: &FuzzyMember, b: &FuzzyMember, threshold: f64) -> bool {
     let (lo, hi) = if a.lines < b.lines {
         (a.lines, b.lines)
     } else {
@@ -901,10 +901,10 @@ fn prefix_filter_groups<S: Utf16Source>(
 
 /// How much work [`prefix_filter_pass`] does exactly, and then per message: `(call visits, call
 /// Jaccards, message visits, message Jaccards)`.
-type WorkBounds = (usize, usize, usize, usize);
+pub(crate) type WorkBounds = (usize, usize, usize, usize);
 
 /// The bounds of every call (tests pass smaller ones).
-const WORK_BOUNDS: WorkBounds = (
+pub(crate) const WORK_BOUNDS: WorkBounds = (
     CALL_VISITS,
     CALL_COMPARISONS,
     MESSAGE_VISITS,

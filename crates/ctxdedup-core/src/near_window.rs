@@ -16,10 +16,17 @@
 //! Work stays near-linear: a window content is normalized in full only if one of its first five
 //! normalized lines also starts a batch item and its length is within the 0.7 ratio of some batch
 //! item's (otherwise no fingerprint overlap or length ratio could pass); candidate pairs then come
-//! from the same prefix-filtered inverted index as the message stage.
+//! from the same prefix-filtered inverted index as the message stage. Its work is bounded as the
+//! message stage's ([`crate::fuzzy::CALL_VISITS`] and the constants after it): a call visits
+//! postings and computes Jaccards exactly as the rule needs up to a call-wide allowance; past it,
+//! each further item visits a bounded number of postings and computes a bounded number of
+//! Jaccards, newest candidates first. Only batches where thousands of items share lines without
+//! being near duplicates of one another get that far; an item can then miss its near copy or
+//! match one that is not the most similar, never one below the threshold.
 
 use crate::fuzzy::{
-    build_members, jaccard, line_doc_freq, linked, probe_tokens, FINGERPRINT_LINES, LENGTH_RATIO,
+    build_members, jaccard, line_doc_freq, may_link, probe_tokens, WorkBounds, FINGERPRINT_LINES,
+    LENGTH_RATIO, WORK_BOUNDS,
 };
 use crate::js_text::normalize_line_into;
 use crate::source::Utf16Source;
@@ -139,22 +146,34 @@ fn length_compatible(len: usize, sorted: &[usize]) -> bool {
 /// For each batch item, its best earlier near-duplicate with similarity `>= threshold`, or
 /// `None`. `exclude[i]` keeps batch item `i` out entirely (neither matched nor a candidate: e.g.
 /// an exact duplicate); missing entries count as `false`. A `threshold` that is NaN or above 1
-/// matches nothing.
+/// matches nothing. Work is bounded (see the module comment).
 pub fn near_duplicates<W: Utf16Source, B: Utf16Source>(
     window: &W,
     batch: &B,
     exclude: &[bool],
     threshold: f64,
 ) -> Vec<Option<NearMatch>> {
+    near_duplicates_bounded(window, batch, exclude, threshold, WORK_BOUNDS).0
+}
+
+/// [`near_duplicates`] under `bounds`, and the postings it visited.
+fn near_duplicates_bounded<W: Utf16Source, B: Utf16Source>(
+    window: &W,
+    batch: &B,
+    exclude: &[bool],
+    threshold: f64,
+    bounds: WorkBounds,
+) -> (Vec<Option<NearMatch>>, usize) {
     let mut result = vec![None; batch.count()];
+    let mut visits = 0;
     if threshold.is_nan() || threshold > 1.0 {
-        return result;
+        return (result, visits);
     }
     let included: Vec<usize> = (0..batch.count())
         .filter(|&i| !exclude.get(i).copied().unwrap_or(false))
         .collect();
     if included.is_empty() {
-        return result;
+        return (result, visits);
     }
 
     // Which window contents could match some batch item at all.
@@ -189,7 +208,7 @@ pub fn near_duplicates<W: Utf16Source, B: Utf16Source>(
         .collect();
     let members = build_members(&chain, &participants);
     if members.is_empty() {
-        return result;
+        return (result, visits);
     }
     let doc_freq = line_doc_freq(&members);
 
@@ -197,25 +216,41 @@ pub fn near_duplicates<W: Utf16Source, B: Utf16Source>(
     // are decided one by one and become candidates only if they match nothing.
     let mut postings: AHashMap<u64, Vec<u32>> = AHashMap::new();
     let mut seen = vec![u32::MAX; members.len()];
+    // What the call may still spend exactly: `(visits, Jaccards)`.
+    let mut left = (bounds.0, bounds.1);
     for (pos, member) in members.iter().enumerate() {
         let tokens = probe_tokens(member, threshold, &doc_freq);
         if member.index >= window_len {
             let mut best: Option<(usize, f64)> = None;
-            for token in &tokens {
+            let start = (left.0.max(bounds.2), left.1.max(bounds.3));
+            let mut budget = start;
+            'probe: for token in &tokens {
                 let Some(list) = postings.get(token) else {
                     continue;
                 };
-                for &other in list {
+                // Newest first: past the call's allowance, the bounds keep the recent candidates.
+                for &other in list.iter().rev() {
+                    if budget.0 == 0 {
+                        break 'probe;
+                    }
+                    budget.0 -= 1;
                     let other = other as usize;
                     if seen[other] == to_u32(pos) {
                         continue;
                     }
                     seen[other] = to_u32(pos);
                     let candidate = &members[other];
-                    if !linked(member, candidate, threshold) {
+                    if !may_link(member, candidate, threshold) {
                         continue;
                     }
+                    if budget.1 == 0 {
+                        break 'probe;
+                    }
+                    budget.1 -= 1;
                     let similarity = jaccard(member, candidate);
+                    if similarity < threshold {
+                        continue;
+                    }
                     let better = match best {
                         None => true,
                         Some((target, s)) => {
@@ -227,6 +262,11 @@ pub fn near_duplicates<W: Utf16Source, B: Utf16Source>(
                     }
                 }
             }
+            visits += start.0 - budget.0;
+            left = (
+                left.0.saturating_sub(start.0 - budget.0),
+                left.1.saturating_sub(start.1 - budget.1),
+            );
             if let Some((target, similarity)) = best {
                 result[member.index - window_len] = Some(NearMatch { target, similarity });
                 continue;
@@ -236,7 +276,7 @@ pub fn near_duplicates<W: Utf16Source, B: Utf16Source>(
             postings.entry(token).or_default().push(to_u32(pos));
         }
     }
-    result
+    (result, visits)
 }
 
 #[cfg(test)]
@@ -503,5 +543,72 @@ mod tests {
             .collect();
             prop_assert_eq!(got, oracle(&window, &batch, &exclude, t));
         }
+
+        #[test]
+        fn under_tiny_bounds_every_match_is_one_the_rule_allows(
+            (window, batch) in case_strategy(),
+            exclude in prop::collection::vec(prop::bool::weighted(0.25), 0..25),
+            t in prop::sample::select(vec![0.0, 0.5, 0.75, 0.85]),
+            bounds in (0usize..40, 0usize..6, 0usize..4, 0usize..3),
+        ) {
+            let (got, _) = near_duplicates_bounded(
+                &Utf16Arena::from_strs(&window),
+                &Utf16Arena::from_strs(&batch),
+                &exclude,
+                t,
+                bounds,
+            );
+            let text = |k: usize| if k < window.len() { &window[k] } else { &batch[k - window.len()] };
+            for (i, m) in got.iter().enumerate() {
+                let Some(m) = m else { continue };
+                prop_assert!(!exclude.get(i).copied().unwrap_or(false));
+                // An earlier candidate: a window content, or an earlier batch item that matched nothing.
+                let k = m.target;
+                prop_assert!(k < window.len() + i);
+                if k >= window.len() {
+                    prop_assert!(got[k - window.len()].is_none());
+                    prop_assert!(!exclude.get(k - window.len()).copied().unwrap_or(false));
+                }
+                // Near by the rule, with the similarity the oracle computes.
+                let pair = oracle(&[text(k).clone()], &[batch[i].clone()], &[], t);
+                prop_assert_eq!(pair[0], Some((0, m.similarity)));
+            }
+        }
+    }
+
+    #[test]
+    fn items_sharing_lines_without_being_near_visit_a_bounded_number_of_postings() {
+        // Every item starts with the same five lines and takes fifteen more from a pool of thirty:
+        // no two are near duplicates at 0.85, and each item's probe tokens are shared by all the
+        // earlier ones (the walk visited every earlier item: quadratic).
+        let header: Vec<String> = (0..5).map(|i| format!("shared header line {i}")).collect();
+        let mut state = 7u64;
+        let batch: Vec<String> = (0..2000)
+            .map(|_| {
+                let mut lines = header.clone();
+                for _ in 0..15 {
+                    state = state
+                        .wrapping_mul(6_364_136_223_846_793_005)
+                        .wrapping_add(1);
+                    lines.push(format!("pool line {}", (state >> 33) % 30));
+                }
+                lines.join("\n")
+            })
+            .collect();
+        let arena = Utf16Arena::from_strs(&batch);
+        let bounds = (1000, 100, 50, 5);
+        let (got, visits) = near_duplicates_bounded(&Utf16Arena::new(), &arena, &[], 0.85, bounds);
+        assert!(
+            visits <= bounds.0 + batch.len() * bounds.2,
+            "{visits} visits"
+        );
+        // Unbounded, the walk visits far more (what the bounds are for), with the same answer here.
+        let (exact, all) =
+            near_duplicates_bounded(&Utf16Arena::new(), &arena, &[], 0.85, WORK_BOUNDS);
+        assert!(
+            all > 10 * (bounds.0 + batch.len() * bounds.2),
+            "{all} visits"
+        );
+        assert_eq!(got, exact);
     }
 }
