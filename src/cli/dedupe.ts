@@ -185,6 +185,12 @@ function skippedLine(file: InputFile, error: DataError): string {
 export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise<DedupeReport> {
   if (o.inputs.length === 0) throw new UsageError('no inputs: give files, directories or - for stdin');
   if (o.dryRun && o.verbatim !== undefined) throw new UsageError('--verbatim has nothing to save with --dry-run');
+  // In the CLI's words (the library names its options).
+  if (o.blocks && o.keep !== 'earliest') throw new UsageError('--blocks requires --keep earliest (a reference must point at a copy already sent)');
+  if (o.blocks && o.fuzzy) throw new UsageError('--blocks cannot be combined with --near (near-duplicate replacement is lossy and rewrites earlier messages)');
+  if (o.blocks && o.recencyWindow > 0) {
+    throw new UsageError(`--blocks requires --recency-window 0 (a window would rewrite messages already sent once they leave it), got ${o.recencyWindow}`);
+  }
   const { files, directories } = await discover(o.inputs);
   if (files.length === 0) throw new UsageError(`no .json, .jsonl or .ndjson files found in ${o.inputs.join(', ')}`);
   const planned = await planTargets(files, directories, o.out, o.dryRun, io.stdout);

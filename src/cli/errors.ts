@@ -15,6 +15,15 @@ export const EXIT = {
 } as const;
 
 /** A bad invocation: exit code 2. */
+/**
+ * An error's message for a `ctxdedup…: ` line: without the library's own `ctxdedup: ` prefixes
+ * (a missing optional package says `ctxdedup: … needs …`), which the line already carries.
+ */
+export function cliMessage(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  return message.replace(/^(?:ctxdedup: )+/, '').replaceAll(': ctxdedup: ', ': ');
+}
+
 export class UsageError extends Error {
   override readonly name = 'UsageError';
 }

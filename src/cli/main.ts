@@ -5,7 +5,9 @@
  */
 import type { run as Run } from './run.js';
 
-const argv = process.argv.slice(2);
+const given = process.argv.slice(2);
+// `ctxdedup help serve` is `ctxdedup serve --help` (the server parses its own flags).
+const argv = given[0] === 'help' && given[1] === 'serve' ? ['serve', '--help'] : given;
 
 if (argv[0] === 'serve') {
   process.stdout.on('error', (error: NodeJS.ErrnoException) => {

@@ -4,7 +4,7 @@
  */
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { dedupeCommand, type CliIO, type DedupeEngine } from './dedupe.js';
-import { DataError, EXIT, OutputError, UsageError } from './errors.js';
+import { cliMessage, DataError, EXIT, OutputError, UsageError } from './errors.js';
 import { FORMATS, type FormatName } from './formats.js';
 import { renderText, type DedupeReport } from './report.js';
 import { addMemoriesCommand } from './memories.js';
@@ -102,11 +102,16 @@ export async function run(argv: readonly string[], io: CliIO, hooks: RunHooks = 
     .addOption(new Option('--on-error <mode>', 'on malformed input: abort (exit 1) or skip it and go on').choices(['abort', 'skip']).default('abort'))
     .addOption(new Option('--tokenizer <encoding>', 'BPE encoding for token counts').choices(['o200k_base', 'cl100k_base']).default('o200k_base'))
     .option(
-      '--jobs <n>',
+      '-j, --jobs <n>',
       `worker threads that parse and deduplicate, 1 to ${MAX_JOBS} (default: one per CPU for inputs of 16 MB or more; 1: all on the main thread)`,
       bounded('--jobs', 1, MAX_JOBS),
     )
-    .option('-j, --concurrency <n>', `batches of sessions in flight, 1 to ${MAX_JOBS} (at least 4 per worker)`, bounded('--concurrency', 1, MAX_JOBS), 4)
+    .option(
+      '--concurrency <n>',
+      `batches of sessions in flight, 1 to ${MAX_JOBS} (raised to 4 per worker when lower: each worker needs a batch queued)`,
+      bounded('--concurrency', 1, MAX_JOBS),
+      4,
+    )
     .option('--json', 'print the report as JSON on stdout', false)
     .option('--report <file>', 'write a self-contained HTML report')
     .option('-q, --quiet', 'no progress and no text report', false)
@@ -189,13 +194,13 @@ export async function run(argv: readonly string[], io: CliIO, hooks: RunHooks = 
       // Help and version exit 0; every parse problem is a usage error.
       code = error.exitCode === 0 ? EXIT.ok : EXIT.usage;
     } else if (error instanceof UsageError) {
-      io.stderr.write(`ctxdedup: ${error.message}\n`);
+      io.stderr.write(`ctxdedup: ${cliMessage(error)}\n`);
       code = EXIT.usage;
     } else if (error instanceof DataError || error instanceof OutputError) {
-      io.stderr.write(`ctxdedup: ${error.message}\n`);
+      io.stderr.write(`ctxdedup: ${cliMessage(error)}\n`);
       code = EXIT.data;
     } else if (isUserFsError(error)) {
-      io.stderr.write(`ctxdedup: ${(error as Error).message}\n`);
+      io.stderr.write(`ctxdedup: ${cliMessage(error)}\n`);
       code = EXIT.data;
     } else {
       throw error;

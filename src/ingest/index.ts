@@ -124,6 +124,7 @@ const INDEX_OPTIONS = [
   'now',
 ] as const satisfies readonly (keyof IngestIndexOptions)[];
 
+/** Options of {@link IngestIndex.open}: the store, TTLs, near-duplicate mode and limits. */
 export interface IngestIndexOptions {
   /**
    * `memory`, `sqlite:<path>` (embedded, durable; the default is `sqlite:./ctxdedup-ingest.sqlite`;

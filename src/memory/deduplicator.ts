@@ -100,6 +100,7 @@ export type MemoryLogger =
 
 /** Options of {@link MemoryDeduplicator}. */
 export interface MemoryDeduplicatorOptions {
+  /** Where memories live: `InMemoryStore`, `SqliteMemoryStore`, `ChromaMemoryStore`, or your own {@link MemoryStore}. */
   store: MemoryStore;
   /**
    * Embeds memory texts. Default: the built-in {@link hashedEmbedding} (offline, lexical), whose
@@ -120,6 +121,7 @@ export interface MemoryDeduplicatorOptions {
   lowerThreshold?: number;
   /** When false, every memory is inserted as is. Default true. */
   enabled?: boolean;
+  /** Receives one event per decision and failure (a function of `(event, level)`, or a pino-style logger). Default: none. */
   logger?: MemoryLogger;
   /**
    * Where replaced memories are kept: an object with `record`, `list` and `markUndone`. Default:
@@ -237,9 +239,13 @@ function errorText(error: unknown): string {
 
 /** The memory deduplicator. */
 export class MemoryDeduplicator {
+  /** The store it reads and writes. */
   readonly store: MemoryStore;
+  /** Similarity from which a new memory replaces the stored one (resolved from the options and the embedder). */
   readonly upperThreshold: number;
+  /** Similarity from which the two are merged, when a `merge` function is given. */
   readonly lowerThreshold: number;
+  /** Whether deduplication is on (`false`: every memory is inserted as is). */
   readonly enabled: boolean;
   #embed: EmbedFunction;
   #merge: MergeFunction | undefined;

@@ -80,6 +80,7 @@ function openError(path: string, error: unknown): Error {
 /** The embedded {@link MemoryStore}. */
 export class SqliteMemoryStore implements MemoryStore {
   readonly kind = 'sqlite';
+  /** The database file. */
   readonly path: string;
   /** The audit log kept in the same file. */
   readonly audit: AuditLog;

@@ -10,6 +10,7 @@ import { realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { setOwn } from '../validation.js';
+import { cliMessage } from '../cli/errors.js';
 import { DEFAULT_STORE } from '../ingest/index.js';
 import {
   DEFAULT_BODY_TIMEOUT_MS,
@@ -197,7 +198,7 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<Runn
   try {
     options = parseServeArgs(argv);
   } catch (error) {
-    process.stderr.write(`ctxdedup serve: ${(error as Error).message}\n\n${USAGE}`);
+    process.stderr.write(`ctxdedup serve: ${cliMessage(error)}\n\n${USAGE}`);
     process.exitCode = 2;
     return undefined;
   }
@@ -217,7 +218,7 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<Runn
   try {
     server = await startServer(options);
   } catch (error) {
-    process.stderr.write(`ctxdedup serve: ${(error as Error).message}\n`);
+    process.stderr.write(`ctxdedup serve: ${cliMessage(error)}\n`);
     // A half-opened client (e.g. a Redis reconnect timer) must not keep a failed server alive.
     process.exit(1);
   }
@@ -238,7 +239,7 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<Runn
         process.exitCode = 0;
       },
       (error: unknown) => {
-        process.stderr.write(`ctxdedup serve: error while stopping: ${(error as Error).message}\n`);
+        process.stderr.write(`ctxdedup serve: error while stopping: ${cliMessage(error)}\n`);
         process.exitCode = 1;
       },
     );

@@ -37,6 +37,7 @@ export interface BlockOptions {
    * only the numbered template may use `{numberedFrom}` and `{numberedTo}`).
    */
   reference?: string;
+  /** The template of a reference to numbered lines (`{numberedFrom}`, `{numberedTo}` allowed; see `reference`). */
   numberedReference?: string;
 }
 

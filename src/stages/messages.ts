@@ -285,7 +285,8 @@ class WholeTokens {
   }
 
   saved(): number {
-    if (this.#saved === undefined) this.settle(this.texts.length === 0 ? new Uint32Array(0) : native.countTokensBatch(this.texts, native.TokenEncoding.O200kBase));
+    if (this.#saved === undefined)
+      this.settle(this.texts.length === 0 ? new Uint32Array(0) : native.countTokensBatch(this.texts, native.TokenEncoding.O200kBase));
     return this.#saved as number;
   }
 

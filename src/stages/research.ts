@@ -177,7 +177,9 @@ export function canonicalizeUrl(url: string): string {
   if (typeof url !== 'string') typeError('url', `must be a string, got ${describe(url)}`);
   // The authority as the parser finds it, at most this long: it drops tabs and line breaks and
   // ends the host at the first `/`, `?`, `#` or `\` (an opaque host is never converted).
-  const authority = AUTHORITY.exec(url)?.[1] ?? '';
+  let start = 0;
+  while (start < url.length && url.charCodeAt(start) <= 0x20) start++;
+  const authority = AUTHORITY.exec(start === 0 ? url : url.slice(start))?.[1] ?? '';
   if (authority.length - authority.lastIndexOf('@') - 1 > MAX_HOST_UNITS) return url;
   let parsed: URL;
   try {
@@ -207,8 +209,8 @@ export function canonicalizeUrl(url: string): string {
 /** Longest host (with its port) {@link canonicalizeUrl} parses; a DNS name has at most 253 characters. */
 const MAX_HOST_UNITS = 1024;
 
-/** A URL's scheme and authority, after the leading controls and spaces the parser trims. */
-const AUTHORITY = /^[\x00-\x20]*[A-Za-z][A-Za-z0-9+.-]*:[/\\\t\n\r]*([^/?#\\]*)/;
+/** A URL's scheme and authority (once the leading controls and spaces the parser trims are cut). */
+const AUTHORITY = /^[A-Za-z][A-Za-z0-9+.-]*:[/\\\t\n\r]*([^/?#\\]*)/;
 
 /** `record[key]` if it is an own property, else `undefined` (never the prototype chain). */
 function ownField(record: Record<string, unknown>, key: string): unknown {
@@ -231,7 +233,7 @@ function readField(options: Record<string, unknown>, key: string, fallback: stri
  *   not a string, or a credibility is present but not a number; RangeError if it is NaN or
  *   infinite.
  * @example
- * dedupeSources([{ url: 'a', credibility_score: 0.2 }, { url: 'a', credibility_score: 0.9 }]).unique
+ * dedupeSources([{ url: 'a', credibility_score: 0.2 }, { url: 'a', credibility_score: 0.9 }]).kept
  * // -> [{ url: 'a', credibility_score: 0.9 }]
  */
 export function dedupeSources<S extends Source>(sources: readonly S[], options?: DedupeSourcesOptions): DedupeSourcesResult<S> {

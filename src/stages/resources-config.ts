@@ -12,7 +12,9 @@
  * ```
  *
  * Other tables and other keys of `[tools.<name>]` are ignored (the file may configure more than
- * ctxdedup); unknown keys inside `[conversation.deduplication]` are errors, to catch typos.
+ * ctxdedup), except a key that starts with `dedup` but is not `deduplicate` (`dedupe = false`: a
+ * typo that would leave the tool deduplicated); unknown keys inside `[conversation.deduplication]`
+ * are errors, to catch typos.
  * @module
  */
 import { readFileSync } from 'node:fs';
@@ -81,6 +83,9 @@ export function parseResourceConfig(toml: string, source = 'config'): ResourceDe
     const out: [string, ToolDedupSettings][] = [];
     for (const [name, value] of Object.entries(tools)) {
       const tool = table(value, at(`tools.${name}`)) as Record<string, unknown>;
+      for (const key of Object.keys(tool)) {
+        if (key !== 'deduplicate' && /^dedup/i.test(key)) typeError(at(`tools.${name}.${key}`), 'is not a setting: did you mean deduplicate?');
+      }
       const dedupValue = tool['deduplicate'];
       if (dedupValue === undefined) continue;
       if (typeof dedupValue !== 'boolean') typeError(at(`tools.${name}.deduplicate`), `must be a boolean, got ${describe(dedupValue)}`);

@@ -9,6 +9,7 @@ import { gunzipSync, gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 // @ts-expect-error -- plain ESM generator script without types
 import { writeSampleCorpus, makePool, makeSession, rng, toOpenAI, sessionRecord } from '../../examples/make-corpus.mjs';
+import { cliMessage } from '../../src/cli/errors.js';
 import type { DedupeReport } from '../../src/cli/report.js';
 import { cli, diffJson, tempDir } from '../support/cli-helpers.js';
 
@@ -416,6 +417,32 @@ describe('outputs never alias an input or each other (issue 12, item 1)', () => 
     const after = snapshot(dir);
     for (const f of ['bad-out/a.json', 'bad-out/b.jsonl', 'bad.verbatim.jsonl']) expect(after.get(f), f).toBe(before.get(f));
     expect([...after.keys()].filter((f) => f.includes('.tmp'))).toEqual([]);
+  });
+});
+
+describe('CLI usage errors speak in flags', () => {
+  it.each([
+    [['--blocks'], '--blocks requires --keep earliest (a reference must point at a copy already sent)'],
+    [
+      ['--blocks', '--keep', 'earliest', '--near'],
+      '--blocks cannot be combined with --near (near-duplicate replacement is lossy and rewrites earlier messages)',
+    ],
+    [
+      ['--blocks', '--keep', 'earliest', '--recency-window', '2'],
+      '--blocks requires --recency-window 0 (a window would rewrite messages already sent once they leave it), got 2',
+    ],
+  ])('%j', async (flags, message) => {
+    const r = await cli(['dedupe', 'examples/corpus', '--dry-run', ...flags]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`ctxdedup: ${message}\n`);
+  });
+
+  it("a library message's own ctxdedup: prefixes are not repeated", () => {
+    expect(cliMessage(new Error('ctxdedup: the server needs fastify'))).toBe('the server needs fastify');
+    expect(cliMessage(new TypeError('sqlite:./m.db: ctxdedup: SqliteMemoryStore needs better-sqlite3'))).toBe(
+      'sqlite:./m.db: SqliteMemoryStore needs better-sqlite3',
+    );
+    expect(cliMessage('plain')).toBe('plain');
   });
 });
 

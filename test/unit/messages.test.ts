@@ -853,7 +853,9 @@ describe('dedupeMessages: validation gaps (issue 12)', () => {
     expect(() => dedupeMessages([], { reference: { exact: '[dup of {target}]' } })).toThrow(
       new TypeError('options.reference.exact has an unknown field {target} (fields: {id}, {keepId}, {chars}, {percent})'),
     );
-    expect(() => dedupeMessages([], { near: true, reference: { near: '~{percent}% {similarity}' } })).toThrow(/options\.reference\.near has an unknown field \{similarity\}/);
+    expect(() => dedupeMessages([], { near: true, reference: { near: '~{percent}% {similarity}' } })).toThrow(
+      /options\.reference\.near has an unknown field \{similarity\}/,
+    );
     // Braces around anything else are text.
     expect(dedupeMessages([msg('a', 'x'.repeat(300)), msg('b', 'x'.repeat(300))], { reference: { exact: '{ {keepId} }' } }).messages[0]?.content).toBe('{ b }');
   });

@@ -116,7 +116,7 @@ describe('public input types', () => {
     expect(restoreOpenAIChat(smaller, verbatim)).toEqual(request);
   });
 
-  it("dedupeAnthropicMessages takes the @anthropic-ai/sdk request type and returns it", () => {
+  it('dedupeAnthropicMessages takes the @anthropic-ai/sdk request type and returns it', () => {
     const request: Anthropic.MessageCreateParamsNonStreaming = {
       model: 'claude-sonnet-4-5',
       max_tokens: 1024,

@@ -579,6 +579,15 @@ description = "no dedup key here"
     expect(parseResourceConfig('[conversation.deduplication]\nenabled = false')).toEqual({ enabled: false });
   });
 
+  it('refuses a [tools.<name>] key that misspells deduplicate (the tool would stay deduplicated); other keys are not ours', () => {
+    for (const key of ['dedupe', 'dedup', 'deduplication', 'Deduplicate']) {
+      expect(() => parseResourceConfig(`[tools.run_tests]\n${key} = false\n`)).toThrow(
+        new TypeError(`config: tools.run_tests.${key} is not a setting: did you mean deduplicate?`),
+      );
+    }
+    expect(parseResourceConfig('[tools.run_tests]\ncommand = "npm test"\n')).toEqual({ tools: {} });
+  });
+
   it('configures a ledger, from text or from a file', () => {
     const dir = mkdtempSync(join(tmpdir(), 'ctxdedup-'));
     try {

@@ -228,7 +228,11 @@ describe('sqlite option', () => {
   it("takes IngestIndex.open's `sqlite: { synchronous }`; `sqliteSynchronous` stays as a deprecated alias", async () => {
     const dir = tempDir('ctxdedup-sync-');
     const synchronousOf = (s: RunningServer): unknown => (s.index.store as unknown as { synchronous?: unknown }).synchronous;
-    for (const options of [{ sqlite: { synchronous: 'normal' as const } }, { sqliteSynchronous: 'normal' as const }, { sqlite: { synchronous: 'normal' as const }, sqliteSynchronous: 'normal' as const }]) {
+    for (const options of [
+      { sqlite: { synchronous: 'normal' as const } },
+      { sqliteSynchronous: 'normal' as const },
+      { sqlite: { synchronous: 'normal' as const }, sqliteSynchronous: 'normal' as const },
+    ]) {
       const local = await startServer({ port: 0, store: `sqlite:${join(dir.dir, 'sync.sqlite')}`, ...options });
       try {
         expect(synchronousOf(local)).toBe('normal');
@@ -239,7 +243,9 @@ describe('sqlite option', () => {
     await expect(startServer({ port: 0, store: 'memory', sqlite: { synchronous: 'full' }, sqliteSynchronous: 'normal' })).rejects.toThrow(
       /options\.sqliteSynchronous is a deprecated alias of options\.sqlite\.synchronous and disagrees with it/,
     );
-    await expect(startServer({ port: 0, store: 'memory', sqlite: { synchronus: 'full' } as never })).rejects.toThrow(/options\.sqlite\.synchronus is not an option here/);
+    await expect(startServer({ port: 0, store: 'memory', sqlite: { synchronus: 'full' } as never })).rejects.toThrow(
+      /options\.sqlite\.synchronus is not an option here/,
+    );
   });
 });
 
