@@ -75,9 +75,11 @@ export class VectorIndex {
     const dim = this.#dim!;
     const data = this.#data.subarray(0, n * dim);
     k = Math.min(k, n);
-    // The native search breaks ties by slot, not id: widen it until no tie crosses the k-th place.
-    let found = native.cosineNearest(data, dim, vector, k);
-    for (let want = k; found.indices.length === want && want < n && found.similarities[want - 1] === found.similarities[k - 1]; ) {
+    // The native search breaks ties by slot, not id: one more than `k` shows whether a tie crosses
+    // the k-th place, and the search widens until the last one found is below the k-th.
+    let want = Math.min(n, k + 1);
+    let found = native.cosineNearest(data, dim, vector, want);
+    while (want < n && found.similarities[want - 1] === found.similarities[k - 1]) {
       want = Math.min(n, want * 2);
       found = native.cosineNearest(data, dim, vector, want);
     }

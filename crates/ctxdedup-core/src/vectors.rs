@@ -122,10 +122,29 @@ pub struct Scored {
 }
 
 /// The `k` embeddings most similar to `query`, most similar first, ties by lower index.
+///
+/// Similarities are the exact [`cosine`]s. On many rows, an `f32` pass ([`approximate_cosines`])
+/// first rules out the rows that cannot be among the `k`: every row whose approximation is more
+/// than twice the error bound below the `k`-th best approximation is below `k` other rows exactly,
+/// so only the rest (and rows the approximation cannot bound) are scored exactly.
 pub fn nearest(
     embeddings: Embeddings<'_>,
     query: &[f32],
     k: usize,
+) -> Result<Vec<Scored>, VectorError> {
+    nearest_from(embeddings, query, k, NEAREST_FILTER_FROM_ROWS)
+}
+
+/// From this many rows, [`nearest`] filters with the `f32` pass (below it, scoring every row
+/// exactly costs about as much).
+const NEAREST_FILTER_FROM_ROWS: usize = 1024;
+
+/// [`nearest`], filtering from `filter_from` rows.
+fn nearest_from(
+    embeddings: Embeddings<'_>,
+    query: &[f32],
+    k: usize,
+    filter_from: usize,
 ) -> Result<Vec<Scored>, VectorError> {
     if query.len() != embeddings.dim() {
         return Err(VectorError::QueryDimension {
@@ -136,24 +155,130 @@ pub fn nearest(
     if let Some(column) = query.iter().position(|v| !v.is_finite()) {
         return Err(VectorError::NotFinite { row: 0, column });
     }
-    let mut scored: Vec<Scored> = (0..embeddings.len())
-        .map(|i| Scored {
-            index: to_u32(i),
-            similarity: cosine(embeddings.row(i), query),
-        })
-        .collect();
+    let n = embeddings.len();
+    let k = k.min(n);
+    let exact = |i: usize| Scored {
+        index: to_u32(i),
+        similarity: cosine(embeddings.row(i), query),
+    };
+    let mut scored: Vec<Scored> = match approximate_cosines(embeddings, query, k, filter_from) {
+        Some((approx, margin)) => {
+            // The k-th best of the bounded approximations (there are at least k of them).
+            let mut known: Vec<f32> = approx.iter().copied().filter(|a| !a.is_nan()).collect();
+            let kth = *known.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a)).1;
+            let cut = kth - 2.0 * margin;
+            (0..n)
+                .filter(|&i| approx[i].is_nan() || approx[i] >= cut)
+                .map(exact)
+                .collect()
+        }
+        None => (0..n).map(exact).collect(),
+    };
     let by_rank = |a: &Scored, b: &Scored| {
         b.similarity
             .total_cmp(&a.similarity)
             .then(a.index.cmp(&b.index))
     };
-    let k = k.min(scored.len());
     if k < scored.len() && k > 0 {
         scored.select_nth_unstable_by(k - 1, by_rank);
     }
     scored.truncate(k);
     scored.sort_unstable_by(by_rank);
     Ok(scored)
+}
+
+/// Each row's cosine with `query` from an `f32` dot product with the unit query and the row's
+/// norm, and the bound `m` of their error: `|approx - cosine| <= m`. NaN marks a row whose norm is
+/// too small or too large for the `f32` products to be bounded that way (scored exactly). `None`
+/// when filtering does not pay: fewer than `filter_from` rows, `k` of 0 or more than a quarter of
+/// them, a zero query, or fewer than `k` bounded rows.
+///
+/// The bound: the unit query's components are rounded once (relative error `2^-24`), and the dot
+/// product of `dim` terms in `f32` has an absolute error of at most `dim * 2^-24 * |q| * |r|` plus
+/// `dim * 2^-149` for underflow; divided by the row's norm (accurate in `f64`) and with `|q| = 1`,
+/// that is under `(dim + 1) * 2^-23` for rows of norm at least `2^-60`. The margin doubles it and
+/// adds [`FILTER_MARGIN`].
+fn approximate_cosines(
+    embeddings: Embeddings<'_>,
+    query: &[f32],
+    k: usize,
+    filter_from: usize,
+) -> Option<(Vec<f32>, f32)> {
+    let n = embeddings.len();
+    if n < filter_from || k == 0 || k > n / 4 {
+        return None;
+    }
+    let dim = embeddings.dim();
+    let norm = |v: &[f32]| norm_lanes(v);
+    let qn = norm(query);
+    if qn == 0.0 {
+        return None;
+    }
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "the unit query in f32: its rounding is part of the bound"
+    )]
+    let unit: Vec<f32> = query.iter().map(|&v| (f64::from(v) / qn) as f32).collect();
+    // Rows outside this norm range get NaN: f32 products of tiny rows lose their precision to
+    // underflow, and those of huge ones may overflow.
+    let bounded = |rn: f64| (2f64.powi(-60)..=2f64.powi(60)).contains(&rn);
+    let kernels = kernel::select();
+    let mut approx = vec![f32::NAN; n];
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "an approximation, within the margin"
+    )]
+    let mut put = |i: usize, dot: f32, row: &[f32]| {
+        let rn = norm(row);
+        if bounded(rn) {
+            approx[i] = (f64::from(dot) / rn) as f32;
+        }
+    };
+    let mut i = 0;
+    while i + 4 <= n {
+        let rows = [
+            embeddings.row(i),
+            embeddings.row(i + 1),
+            embeddings.row(i + 2),
+            embeddings.row(i + 3),
+        ];
+        let dots = (kernels.dot4)(&unit, rows);
+        for (r, dot) in dots.into_iter().enumerate() {
+            put(i + r, dot, rows[r]);
+        }
+        i += 4;
+    }
+    for i in i..n {
+        put(
+            i,
+            (kernels.dot)(&unit, embeddings.row(i)),
+            embeddings.row(i),
+        );
+    }
+    if approx.iter().filter(|a| !a.is_nan()).count() < k {
+        return None;
+    }
+    #[expect(clippy::cast_precision_loss, reason = "dimensions far below 2^24")]
+    let margin = FILTER_MARGIN + 2.0 * (dim as f32 + 1.0) * 2f32.powi(-23);
+    Some((approx, margin))
+}
+
+/// Euclidean norm in `f64` with eight independent sums (vectorizable; accurate to a few `f64`
+/// ulps, far below the `f32` filter's margin).
+fn norm_lanes(v: &[f32]) -> f64 {
+    let mut acc = [0f64; 8];
+    let whole = v.len() - v.len() % 8;
+    for chunk in v[..whole].chunks_exact(8) {
+        for l in 0..8 {
+            let x = f64::from(chunk[l]);
+            acc[l] += x * x;
+        }
+    }
+    let tail: f64 = v[whole..]
+        .iter()
+        .map(|&x| f64::from(x) * f64::from(x))
+        .sum();
+    (acc.iter().sum::<f64>() + tail).sqrt()
 }
 
 /// A pair `a < b` whose exact cosine similarity reached the threshold.
@@ -665,6 +790,32 @@ mod tests {
                 let max = sims.iter().copied().fold(f64::NEG_INFINITY, f64::max);
                 prop_assert_eq!((c.min_similarity, c.max_similarity), (min, max));
             }
+        }
+
+        #[test]
+        fn nearest_filtered_equals_exact_ranking(
+            rows in prop::collection::vec(
+                (prop::collection::vec(-1.0f32..1.0, 6), prop::sample::select(vec![0.0f32, 1e-30, 1e-12, 1.0, 3.0, 1e20, 1e36])),
+                4..80,
+            ),
+            copies in prop::collection::vec(0usize..80, 0..20),
+            query in prop::collection::vec(-1.0f32..1.0, 6),
+            k in 1usize..24,
+        ) {
+            // Rows at scales the f32 pass cannot bound (tiny, huge, zero), near ties and exact copies.
+            let mut data: Vec<f32> = rows.iter().flat_map(|(v, s)| v.iter().map(move |x| x * s)).collect();
+            for &c in &copies {
+                let c = c % rows.len();
+                let copy = data[c * 6..(c + 1) * 6].to_vec();
+                data.extend(copy);
+            }
+            let e = Embeddings::new(&data, 6).unwrap();
+            let by_rank = |a: &Scored, b: &Scored| b.similarity.total_cmp(&a.similarity).then(a.index.cmp(&b.index));
+            let mut all: Vec<Scored> = (0..e.len()).map(|i| Scored { index: to_u32(i), similarity: cosine(e.row(i), &query) }).collect();
+            all.sort_by(by_rank);
+            all.truncate(k);
+            prop_assert_eq!(nearest_from(e, &query, k, 0).unwrap(), all.clone());
+            prop_assert_eq!(nearest(e, &query, k).unwrap(), all);
         }
 
         #[test]
