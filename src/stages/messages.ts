@@ -60,6 +60,7 @@ import {
   type MatchKind,
   type NativeAnalyzeOptions,
   type ReferenceInfo,
+  type WholeReplacement,
 } from './message-analysis.js';
 
 export { ASYNC_MIN_UNITS };
@@ -253,46 +254,63 @@ interface Plan {
 
 /**
  * The o200k tokens a call's whole-message replacements saved: each replaced text's count minus
- * its tag's, each distinct text counted once (exact duplicates share their text).
+ * its tag's. The texts are gathered only when counted; an exact duplicate's text is its keeper's,
+ * so each keeper is counted once for all its copies.
  */
 class WholeTokens {
-  readonly texts: string[] = [];
-  readonly #weights: number[] = [];
-  readonly #at = new Map<string, number>();
+  readonly #replacements: readonly WholeReplacement[];
+  readonly #contents: readonly string[];
   #saved: number | undefined;
 
-  add(text: string, weight: number): void {
-    let k = this.#at.get(text);
-    if (k === undefined) {
-      k = this.texts.length;
-      this.#at.set(text, k);
-      this.texts.push(text);
-      this.#weights.push(0);
-    }
-    this.#weights[k] = (this.#weights[k] as number) + weight;
+  /** `contents`: every message's content as the analysis read it. */
+  constructor(replacements: readonly WholeReplacement[], contents: readonly string[]) {
+    this.#replacements = replacements;
+    this.#contents = contents;
+    if (replacements.length === 0) this.#saved = 0;
   }
 
   /** Whether the count is known (reading it costs nothing more). */
   get counted(): boolean {
-    return this.#saved !== undefined || this.texts.length === 0;
+    return this.#saved !== undefined;
   }
 
-  /** The total from the texts' counts (`counts[k]` of `texts[k]`). */
-  settle(counts: Uint32Array): void {
+  /** The texts to count and each one's weight (+copies replaced, -1 per tag). */
+  #texts(): { texts: string[]; weights: number[] } {
+    const texts: string[] = [];
+    const weights: number[] = [];
+    const keeperAt = new Map<number, number>();
+    for (const r of this.#replacements) {
+      const at = r.kind === 'exact' ? keeperAt.get(r.duplicateOfIndex) : undefined;
+      if (at !== undefined) weights[at] = (weights[at] as number) + 1;
+      else {
+        if (r.kind === 'exact') keeperAt.set(r.duplicateOfIndex, texts.length);
+        texts.push(this.#contents[r.index] as string);
+        weights.push(1);
+      }
+      texts.push(r.tag);
+      weights.push(-1);
+    }
+    return { texts, weights };
+  }
+
+  #settle(weights: readonly number[], counts: Uint32Array): number {
     let saved = 0;
-    for (let k = 0; k < counts.length; k++) saved += (this.#weights[k] as number) * (counts[k] as number);
+    for (let k = 0; k < counts.length; k++) saved += (weights[k] as number) * (counts[k] as number);
     this.#saved = saved;
+    return saved;
   }
 
   saved(): number {
-    if (this.#saved === undefined)
-      this.settle(this.texts.length === 0 ? new Uint32Array(0) : native.countTokensBatch(this.texts, native.TokenEncoding.O200kBase));
-    return this.#saved as number;
+    if (this.#saved !== undefined) return this.#saved;
+    const { texts, weights } = this.#texts();
+    return this.#settle(weights, native.countTokensBatch(texts, native.TokenEncoding.O200kBase));
   }
 
   /** Counts off the JS thread (a large async call), so a later read never blocks the loop. */
   async count(): Promise<void> {
-    if (!this.counted) this.settle(await native.countTokensBatchAsync(this.texts, native.TokenEncoding.O200kBase));
+    if (this.#saved !== undefined) return;
+    const { texts, weights } = this.#texts();
+    this.#settle(weights, await native.countTokensBatchAsync(texts, native.TokenEncoding.O200kBase));
   }
 }
 
@@ -438,11 +456,7 @@ function apply<M extends MessageFields>(p: Plan, found: { exact: Annotation[]; f
     return decision;
   });
   const charsBefore = p.input.units;
-  const whole = new WholeTokens();
-  for (const r of plan.replacements) {
-    whole.add(p.input.contents[r.index] as string, 1);
-    whole.add(r.tag, -1);
-  }
+  const whole = new WholeTokens(plan.replacements, p.input.contents);
   const result: DedupeMessagesResult<M> = {
     messages: out,
     verbatim,
