@@ -93,6 +93,9 @@ export interface ServerOptions {
   logger?: boolean;
 }
 
+/** Longest message id `POST /v1/messages/dedupe` takes (UTF-16 units). */
+export const MAX_MESSAGE_ID_UNITS = 256;
+
 /** A listening server. */
 export interface RunningServer {
   /** Base URL, e.g. `http://127.0.0.1:8787`. */
@@ -470,6 +473,16 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       throw new HttpError(400, 'INVALID_INPUT', 'body must be a JSON object { "messages": [...], "options"?: {...} }');
     }
     const { messages, options } = Array.isArray(body) ? { messages: body, options: undefined } : (body as { messages?: unknown; options?: unknown });
+    // Every replaced message and its decision name the kept one by id: a long id, repeated in the
+    // response once per copy, would make a small request a huge response.
+    if (Array.isArray(messages)) {
+      for (let i = 0; i < messages.length; i++) {
+        const id: unknown = (messages[i] as { id?: unknown } | null)?.id;
+        if (typeof id === 'string' && id.length > MAX_MESSAGE_ID_UNITS) {
+          throw new HttpError(400, 'INVALID_INPUT', `messages[${i}].id is ${id.length} characters long; the server takes ids of at most ${MAX_MESSAGE_ID_UNITS}`);
+        }
+      }
+    }
     // The response carries every decision: block runs are counted in the pass (cheaper than on read).
     const result = await dedupeMessagesAsyncCounted(messages as Message[], options as DedupeMessagesOptions | undefined, true);
     metrics.recordMessagesDedupe();

@@ -149,6 +149,15 @@ describe('ctxdedup serve routes (in-process, real HTTP on 127.0.0.1)', () => {
     const badOption = await post('/v1/messages/dedupe', JSON.stringify({ messages, options: { threshold: 2 } }), json);
     expect(badOption.status).toBe(400);
     expect(badOption.body.error).toMatch(/threshold/);
+    // A long id would be repeated once per replaced copy in the response (a 1 MiB id and a few
+    // thousand short copies made a 420 MB answer): ids are capped.
+    const long = 'k'.repeat(257);
+    const copies = [{ id: long, role: 'user', content: 'abcd' }, ...Array.from({ length: 3 }, (_, i) => ({ id: `c${i}`, role: 'user', content: 'abcd' }))];
+    const tooLong = await post('/v1/messages/dedupe', JSON.stringify({ messages: copies, options: { minChars: 0, reference: { exact: '.' } } }), json);
+    expect(tooLong.status).toBe(400);
+    expect(tooLong.body).toEqual({ error: 'messages[0].id is 257 characters long; the server takes ids of at most 256', code: 'INVALID_INPUT' });
+    const atLimit = await post('/v1/messages/dedupe', JSON.stringify({ messages: [{ ...copies[0], id: long.slice(1) }, ...copies.slice(1)], options: { minChars: 0 } }), json);
+    expect(atLimit.status).toBe(200);
   });
 
   it('exposes Prometheus metrics: items new vs duplicate, latency histogram, store errors', async () => {
