@@ -175,12 +175,7 @@ function isUtmName(pair: string): boolean {
  */
 export function canonicalizeUrl(url: string): string {
   if (typeof url !== 'string') typeError('url', `must be a string, got ${describe(url)}`);
-  // The authority as the parser finds it, at most this long: it drops tabs and line breaks and
-  // ends the host at the first `/`, `?`, `#` or `\` (an opaque host is never converted).
-  let start = 0;
-  while (start < url.length && url.charCodeAt(start) <= 0x20) start++;
-  const authority = AUTHORITY.exec(start === 0 ? url : url.slice(start))?.[1] ?? '';
-  if (authority.length - authority.lastIndexOf('@') - 1 > MAX_HOST_UNITS) return url;
+  if (hostTooLong(url)) return url;
   let parsed: URL;
   try {
     parsed = new URL(url);
@@ -209,8 +204,27 @@ export function canonicalizeUrl(url: string): string {
 /** Longest host (with its port) {@link canonicalizeUrl} parses; a DNS name has at most 253 characters. */
 const MAX_HOST_UNITS = 1024;
 
-/** A URL's scheme and authority (once the leading controls and spaces the parser trims are cut). */
-const AUTHORITY = /^[A-Za-z][A-Za-z0-9+.-]*:[/\\\t\n\r]*([^/?#\\]*)/;
+/** A URL's scheme and authority, as the parser reads them once tabs, line breaks and leading spaces are cut. */
+const AUTHORITY = /^([A-Za-z][A-Za-z0-9+.-]*):[/\\]*([^/?#\\]*)/;
+
+/** The schemes whose host the URL parser converts to ASCII (any other host is opaque: copied). */
+const SPECIAL_SCHEMES = new Set(['http', 'https', 'ws', 'wss', 'ftp', 'file']);
+
+/**
+ * Whether `url` has a special scheme and a host (with its port) longer than
+ * {@link MAX_HOST_UNITS}, read as the parser reads it: leading controls and spaces trimmed, every
+ * tab and line break removed, the host ending at the first `/`, `?`, `#` or backslash after the last
+ * `@` of the authority. The parser's length is at most this one.
+ */
+function hostTooLong(url: string): boolean {
+  const text = /[\t\n\r]/.test(url) ? url.replace(/[\t\n\r]/g, '') : url;
+  let start = 0;
+  while (start < text.length && text.charCodeAt(start) <= 0x20) start++;
+  const found = AUTHORITY.exec(start === 0 ? text : text.slice(start));
+  if (found === null || !SPECIAL_SCHEMES.has((found[1] as string).toLowerCase())) return false;
+  const authority = found[2] as string;
+  return authority.length - authority.lastIndexOf('@') - 1 > MAX_HOST_UNITS;
+}
 
 /** `record[key]` if it is an own property, else `undefined` (never the prototype chain). */
 function ownField(record: Record<string, unknown>, key: string): unknown {

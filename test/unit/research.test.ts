@@ -145,6 +145,11 @@ describe('canonicalizeUrl', () => {
     const atLimit = `${'a'.repeat(1016)}.com:443`;
     expect(atLimit.length).toBe(1024);
     expect(canonicalizeUrl(`HTTPS://${atLimit}/x/`)).toBe(`https://${'a'.repeat(1016)}.com/x`);
+    // Tabs and line breaks anywhere are dropped by the parser, so they do not hide the host.
+    for (const url of [`ht\ttps://${label}/a/`, `h\nttp:${label}/a/`, `https\r://${label}/a/`]) expect(canonicalizeUrl(url)).toBe(url);
+    // A scheme without a host to convert (URN, mailto) is canonicalized whatever its length.
+    const isbn = `urn:isbn:${'y'.repeat(1100)}`;
+    expect(canonicalizeUrl(`URN:isbn:${'y'.repeat(1100)}?utm_source=feed&q=1#top`)).toBe(`${isbn}?q=1`);
     // Userinfo and path do not count.
     expect(canonicalizeUrl(`https://${'u'.repeat(2000)}@Example.com/${'p'.repeat(5000)}/`)).toBe(`https://${'u'.repeat(2000)}@example.com/${'p'.repeat(5000)}`);
   });
