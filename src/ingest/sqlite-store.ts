@@ -153,10 +153,11 @@ export const SQLITE_CHECKPOINT_INTERVAL_MS = 100;
 export const SQLITE_AUTOCHECKPOINT_PAGES = 16384;
 
 /**
- * The workers' flags: the process's, without `--input-type` (a worker inherits it, and
- * `node --input-type=module` would evaluate the CommonJS program below as a module).
+ * The workers' flags: the process's, with `--input-type=commonjs` in place of any other input
+ * type. A worker inherits the flag, from the command line or from `NODE_OPTIONS`, and
+ * `--input-type=module` would evaluate the CommonJS program below as a module.
  */
-const WORKER_EXEC_ARGV = process.execArgv.filter((arg, i, all) => !arg.startsWith('--input-type') && all[i - 1] !== '--input-type');
+const WORKER_EXEC_ARGV = [...process.execArgv.filter((arg, i, all) => !arg.startsWith('--input-type') && all[i - 1] !== '--input-type'), '--input-type=commonjs'];
 
 /**
  * The workers' program, evaluated as CommonJS (`eval: true`), so that the same code runs from the

@@ -205,9 +205,15 @@ const index = await IngestIndex.open({ store: ${JSON.stringify(`sqlite:${path}`)
 const [a, b] = await index.ingest('ns', [{ id: 'a', content: 'same' }, { id: 'b', content: 'same' }]);
 await index.close();
 console.log(a.status, b.status);`;
-    const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
-    expect(r.stderr).toBe('');
-    expect(r.stdout).toBe('new duplicate\n');
+    for (const env of [undefined, { ...process.env, NODE_OPTIONS: '--input-type=module' }]) {
+      const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', env });
+      expect(r.stderr).toBe('');
+      expect(r.stdout).toBe('new duplicate\n');
+    }
+    // The flag from NODE_OPTIONS alone (a script given with -e is then a module).
+    const viaEnv = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: '--input-type=module' } });
+    expect(viaEnv.stderr).toBe('');
+    expect(viaEnv.stdout).toBe('new duplicate\n');
   });
 
   it('upgrades a schema 1 file (hex digests) in place, keeping every entry', async () => {
