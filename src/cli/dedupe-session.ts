@@ -114,14 +114,17 @@ function rewrites(r: DedupeMessagesResult): SessionDecisions {
       rewritten.push(rewrite);
     }
   }
-  return { rewritten, stats: r.stats };
+  // The fields the CLI reads, not the whole object: `tokensSaved` is counted when read (the CLI
+  // counts with its own tokenizer), and a worker's result is copied field by field.
+  const { exactDuplicates, nearDuplicates, keptInWindow, blockReferences, blockCharsSaved } = r.stats;
+  return { rewritten, stats: { exactDuplicates, nearDuplicates, keptInWindow, blockReferences, blockCharsSaved } };
 }
 
 /**
  * The message stage (`dedupeMessagesAsync`, counting block runs in the pass: the report reads them all): what the CLI runs with
  * blocks, and the reference its lean path is tested against.
  */
-export const stageEngine: DedupeEngine = async (messages, options) => rewrites(await dedupeMessagesAsyncCounted(messages, options, true));
+export const stageEngine: DedupeEngine = async (messages, options) => rewrites(await dedupeMessagesAsyncCounted(messages, options, true, false));
 
 /** {@link stageEngine} on the calling thread: a worker thread has nothing else to do meanwhile. */
 const stageEngineInline: DedupeEngine = async (messages, options) => rewrites(dedupeMessagesCounted(messages, options, true));

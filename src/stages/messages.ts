@@ -600,11 +600,16 @@ export async function dedupeMessagesAsync<M extends MessageFields>(messages: rea
   return dedupeMessagesAsyncCounted(messages, options, false);
 }
 
-/** {@link dedupeMessagesAsync} with {@link dedupeMessagesCounted}'s `countInPass`. @internal */
+/**
+ * {@link dedupeMessagesAsync} with {@link dedupeMessagesCounted}'s `countInPass`; without
+ * `countTotal`, `stats.tokensSaved` is left to be counted on read even off the JS thread (a caller
+ * that never reads it: the CLI counts with its own tokenizer). @internal
+ */
 export async function dedupeMessagesAsyncCounted<M extends MessageFields>(
   messages: readonly M[],
   options: DedupeMessagesOptions | undefined,
   countInPass: boolean,
+  countTotal = true,
 ): Promise<DedupeMessagesResult<M>> {
   const p = plan(messages, options);
   const { contents, units } = p.input;
@@ -612,7 +617,7 @@ export async function dedupeMessagesAsyncCounted<M extends MessageFields>(
   const inline = units <= ASYNC_MIN_UNITS;
   // Off the JS thread, the whole-message replacements' tokens are counted there too.
   const counted = async (result: DedupeMessagesResult<M>): Promise<DedupeMessagesResult<M>> => {
-    await (wholeTokens.get(result) as WholeTokens).count();
+    if (countTotal) await (wholeTokens.get(result) as WholeTokens).count();
     return result;
   };
   const whole = apply<M>(p, analysis);
