@@ -15,6 +15,7 @@ import {
   type MessageDedupStats,
 } from '../stages/messages.js';
 import type { PathStep, Unit } from './mapping.js';
+import { lazyProperty } from '../stages/blocks.js';
 
 /** Options every adapter accepts (validated by the message stage, named `options.<name>`). */
 export interface AdapterOptions {
@@ -106,7 +107,34 @@ export function dedupeUnits(units: readonly Unit[], unknown: number, options: Ad
     }
   });
   const decisions = result.decisions.map((d) => ({ ...d, path: (units[d.index] as Unit).path.slice() }));
-  return { edits, verbatim, decisions, stats: { ...result.stats, texts: units.length, rewritten: edits.size, unknown } };
+  return { edits, verbatim, decisions, stats: adapterStats(result.stats, { texts: units.length, rewritten: edits.size, unknown }) };
+}
+
+/**
+ * The stage's totals and the adapter's: field by field, not a spread, because a spread reads (and
+ * so counts) the token totals, which stay counted on first read.
+ */
+function adapterStats(s: MessageDedupStats, own: Pick<AdapterStats, 'texts' | 'rewritten' | 'unknown'>): AdapterStats {
+  const stats: AdapterStats = {
+    messages: s.messages,
+    exactDuplicates: s.exactDuplicates,
+    nearDuplicates: s.nearDuplicates,
+    keptInWindow: s.keptInWindow,
+    charsBefore: s.charsBefore,
+    charsAfter: s.charsAfter,
+    charsSaved: s.charsSaved,
+    tokensSaved: 0,
+    blockReferences: s.blockReferences,
+    blockLines: s.blockLines,
+    blockCharsSaved: s.blockCharsSaved,
+    blockTokensSaved: 0,
+    ...own,
+  };
+  for (const key of ['tokensSaved', 'blockTokensSaved'] as const) {
+    if (Object.getOwnPropertyDescriptor(s, key)?.get === undefined) stats[key] = s[key];
+    else lazyProperty(stats, key, () => s[key]);
+  }
+  return stats;
 }
 
 /** An own data property, even for a key such as `__proto__`. */

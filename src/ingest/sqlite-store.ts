@@ -157,7 +157,10 @@ export const SQLITE_AUTOCHECKPOINT_PAGES = 16384;
  * type. A worker inherits the flag, from the command line or from `NODE_OPTIONS`, and
  * `--input-type=module` would evaluate the CommonJS program below as a module.
  */
-const WORKER_EXEC_ARGV = [...process.execArgv.filter((arg, i, all) => !arg.startsWith('--input-type') && all[i - 1] !== '--input-type'), '--input-type=commonjs'];
+const WORKER_EXEC_ARGV = [
+  ...process.execArgv.filter((arg, i, all) => !arg.startsWith('--input-type') && all[i - 1] !== '--input-type'),
+  '--input-type=commonjs',
+];
 
 /**
  * The workers' program, evaluated as CommonJS (`eval: true`), so that the same code runs from the

@@ -479,7 +479,11 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       for (let i = 0; i < messages.length; i++) {
         const id: unknown = (messages[i] as { id?: unknown } | null)?.id;
         if (typeof id === 'string' && id.length > MAX_MESSAGE_ID_UNITS) {
-          throw new HttpError(400, 'INVALID_INPUT', `messages[${i}].id is ${id.length} characters long; the server takes ids of at most ${MAX_MESSAGE_ID_UNITS}`);
+          throw new HttpError(
+            400,
+            'INVALID_INPUT',
+            `messages[${i}].id is ${id.length} characters long; the server takes ids of at most ${MAX_MESSAGE_ID_UNITS}`,
+          );
         }
       }
     }

@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import {
+  dedupeMessages,
   dedupeAnthropicMessages,
   dedupeOpenAIChat,
   restoreAnthropicMessages,
@@ -214,6 +215,27 @@ describe('block dedup through the request adapters', () => {
     // Turned off, or replaced by the near pass (the two cannot be combined).
     expect(dedupeOpenAIChat(request, { blocks: false }).stats.rewritten).toBe(0);
     expect(thrown(() => dedupeOpenAIChat(request, { blocks: true, near: true }))).toBeInstanceOf(TypeError);
+  });
+
+  it("the stats' token totals are the stage's, counted on first read (a call that never reads them counts nothing)", () => {
+    const edited = A.replace('line 20 of alpha', 'line twenty of alpha (edited)');
+    const request: OpenAIChatRequest = {
+      messages: [
+        { role: 'tool', tool_call_id: 'a', content: A },
+        { role: 'tool', tool_call_id: 'b', content: edited },
+        { role: 'tool', tool_call_id: 'c', content: A },
+      ],
+    };
+    const { stats } = dedupeOpenAIChat(request);
+    expect(Object.getOwnPropertyDescriptor(stats, 'tokensSaved')?.get).toBeTypeOf('function');
+    const stage = dedupeMessages(
+      request.messages.map((m, i) => ({ id: `m${i}`, role: m.role, content: m.content })),
+      { keep: 'earliest', blocks: true, preserve: ['system', 'developer'] },
+    ).stats;
+    expect(stats.tokensSaved).toBe(stage.tokensSaved);
+    expect(stats.blockTokensSaved).toBe(stage.blockTokensSaved);
+    expect(stats.tokensSaved).toBeGreaterThan(stats.blockTokensSaved);
+    expect(JSON.parse(JSON.stringify(stats))).toMatchObject({ tokensSaved: stage.tokensSaved, exactDuplicates: 1, texts: 3, rewritten: 2 });
   });
 });
 

@@ -156,7 +156,11 @@ describe('ctxdedup serve routes (in-process, real HTTP on 127.0.0.1)', () => {
     const tooLong = await post('/v1/messages/dedupe', JSON.stringify({ messages: copies, options: { minChars: 0, reference: { exact: '.' } } }), json);
     expect(tooLong.status).toBe(400);
     expect(tooLong.body).toEqual({ error: 'messages[0].id is 257 characters long; the server takes ids of at most 256', code: 'INVALID_INPUT' });
-    const atLimit = await post('/v1/messages/dedupe', JSON.stringify({ messages: [{ ...copies[0], id: long.slice(1) }, ...copies.slice(1)], options: { minChars: 0 } }), json);
+    const atLimit = await post(
+      '/v1/messages/dedupe',
+      JSON.stringify({ messages: [{ ...copies[0], id: long.slice(1) }, ...copies.slice(1)], options: { minChars: 0 } }),
+      json,
+    );
     expect(atLimit.status).toBe(200);
   });
 
