@@ -3,7 +3,7 @@
  * exclusively, never over an existing file), flushed to disk, and renamed into place only when
  * complete, so a failure (a full disk, a crash) never leaves a half-written output; `.gz` targets
  * are compressed. Every file the CLI writes goes through {@link Sink} (see also
- * {@link writeFileAtomic}); a write failure becomes an {@link OutputError} naming the output.
+ * {@link finishedFile}); a write failure becomes an {@link OutputError} naming the output.
  * @module
  */
 import { randomBytes } from 'node:crypto';
@@ -261,21 +261,10 @@ export function print(stdout: Writable, text: string): Promise<void> {
 }
 
 /**
- * Writes `data` to `path` atomically (temporary file, sync, rename), or not at all.
+ * A file of `data` written under its temporary name and synced, to publish later with the other
+ * outputs ({@link Outputs}); nothing is left on failure.
  * @throws OutputError naming `path`
  */
-export async function writeFileAtomic(path: string, data: string | Uint8Array): Promise<void> {
-  const sink = await Sink.open({ kind: 'file', path });
-  try {
-    await sink.write(data);
-    await sink.commit();
-  } catch (error) {
-    await sink.discard();
-    throw error;
-  }
-}
-
-/** A file of `data` written under its temporary name, to publish later; nothing is left on failure. */
 export async function finishedFile(path: string, data: string | Uint8Array): Promise<Sink> {
   const sink = await Sink.open({ kind: 'file', path });
   try {

@@ -198,7 +198,7 @@ export interface MessageDedupStats {
   /**
    * o200k_base tokens saved, net of tags and references: each message replaced whole counts its
    * original's tokens minus its tag's, and `blockTokensSaved` is added. Counted on first read
-   * (all texts in one batch; each distinct text once), or off the JS thread by
+   * (one batch; a kept message counted once for all its copies), or off the JS thread by
    * {@link dedupeMessagesAsync} on a batch it analyses there: the value is that of a stored number.
    */
   tokensSaved: number;
