@@ -97,14 +97,20 @@ describe.skipIf(!available)('ChromaMemoryStore on a real Chroma server', () => {
     expectSameMemory(read[0]!.memory, { id: 'm1', content: 'a peanuts', timestamp: 1, metadata: { speaker: 'ann' }, embedding: f32(1, 0, 0, 0) });
     expect(await reader.undo('m2')).toEqual({ id: 'm2', content: 'b peanuts and shellfish', timestamp: 2 });
     expect((await second.get('m2'))?.content).toBe('b peanuts and shellfish');
-    expect((await reader.history()).map((e) => e.undone)).toEqual([false, true]);
+    // The merged version it overwrote is audited first (undo('m2') would bring it back).
+    expect((await reader.history()).map((e) => [e.seq, e.action, e.memory.id, e.memory.content, e.undone])).toEqual([
+      [1, 'merged', 'm1', 'a peanuts', false],
+      [2, 'merged', 'm2', 'b peanuts and shellfish', true],
+      [3, 'replaced', 'm2', 'a merged', false],
+    ]);
     // New entries continue the sequence.
     await reader.checkAndMerge({ id: 'm3', content: 'a again', timestamp: 3 });
     expect((await reader.history()).map((e) => [e.seq, e.memory.id, e.undone])).toEqual([
       [1, 'm1', false],
       [2, 'm2', true],
       [3, 'm2', false],
-      [4, 'm3', false],
+      [4, 'm2', false],
+      [5, 'm3', false],
     ]);
     await second.close();
   });
