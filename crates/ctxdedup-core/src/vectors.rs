@@ -298,6 +298,23 @@ const TILE: usize = 128;
 
 /// Every pair with exact cosine similarity `>= threshold`, sorted by `(a, b)`.
 pub fn similar_pairs(embeddings: Embeddings<'_>, threshold: f64) -> Vec<SimilarPair> {
+    let mut pairs: Vec<SimilarPair> = scan_similar(embeddings, threshold, Vec::new, Vec::push)
+        .into_iter()
+        .flatten()
+        .collect();
+    pairs.sort_unstable_by_key(|p| (p.a, p.b));
+    pairs
+}
+
+/// Every pair with exact cosine similarity `>= threshold`, handed to `visit` with the state of
+/// the worker thread that found it (each worker starts from `new()`); the workers' states, in
+/// no particular order. The pairs are never all held at once unless `visit` keeps them.
+fn scan_similar<S: Send>(
+    embeddings: Embeddings<'_>,
+    threshold: f64,
+    new: impl Fn() -> S + Sync,
+    visit: impl Fn(&mut S, SimilarPair) + Sync,
+) -> Vec<S> {
     let n = embeddings.len();
     if n < 2 {
         return Vec::new();
@@ -318,7 +335,7 @@ pub fn similar_pairs(embeddings: Embeddings<'_>, threshold: f64) -> Vec<SimilarP
     // Tile row `t` pairs with tiles t..tiles, so early rows carry more work: deal them out
     // round-robin so each worker gets a similar share of the triangle.
     let scan = |worker: usize| {
-        let mut found = Vec::new();
+        let mut found = new();
         for ti in (worker..tiles).step_by(workers) {
             let rows_i = ti * TILE..((ti + 1) * TILE).min(n);
             for tj in ti..tiles {
@@ -330,11 +347,14 @@ pub fn similar_pairs(embeddings: Embeddings<'_>, threshold: f64) -> Vec<SimilarP
                         if approx >= cut {
                             let similarity = cosine(embeddings.row(i), embeddings.row(j));
                             if similarity >= threshold {
-                                found.push(SimilarPair {
-                                    a: to_u32(i),
-                                    b: to_u32(j),
-                                    similarity,
-                                });
+                                visit(
+                                    &mut found,
+                                    SimilarPair {
+                                        a: to_u32(i),
+                                        b: to_u32(j),
+                                        similarity,
+                                    },
+                                );
                             }
                         }
                     };
@@ -355,19 +375,118 @@ pub fn similar_pairs(embeddings: Embeddings<'_>, threshold: f64) -> Vec<SimilarP
         }
         found
     };
-    let mut pairs: Vec<SimilarPair> = if workers == 1 {
-        scan(0)
+    if workers == 1 {
+        vec![scan(0)]
     } else {
         std::thread::scope(|s| {
             let handles: Vec<_> = (0..workers).map(|w| s.spawn(move || scan(w))).collect();
             handles
                 .into_iter()
-                .flat_map(|h| h.join().expect("similar_pairs worker panicked"))
+                .map(|h| h.join().expect("similar_pairs worker panicked"))
                 .collect()
         })
-    };
-    pairs.sort_unstable_by_key(|p| (p.a, p.b));
-    pairs
+    }
+}
+
+/// Edges of one cluster: `(count, lowest similarity, highest similarity)`.
+type EdgeStats = (usize, f64, f64);
+
+const NO_EDGES: EdgeStats = (0, f64::INFINITY, f64::NEG_INFINITY);
+
+fn merge_edges(a: EdgeStats, b: EdgeStats) -> EdgeStats {
+    (a.0 + b.0, a.1.min(b.1), a.2.max(b.2))
+}
+
+/// Single-linkage components built pair by pair, with each component's [`EdgeStats`] kept at its
+/// root: memory linear in the embeddings, however many pairs are similar.
+struct EdgeForest {
+    sets: UnionFind,
+    edges: Vec<EdgeStats>,
+}
+
+impl EdgeForest {
+    fn new(n: usize) -> Self {
+        Self {
+            sets: UnionFind::new(n),
+            edges: vec![NO_EDGES; n],
+        }
+    }
+
+    /// Joins the components of `a` and `b`; their root.
+    fn join(&mut self, a: usize, b: usize) -> usize {
+        let (ra, rb) = (self.sets.find(a), self.sets.find(b));
+        if ra == rb {
+            return ra;
+        }
+        self.sets.union(ra, rb);
+        let root = self.sets.find(ra);
+        let other = if root == ra { rb } else { ra };
+        self.edges[root] = merge_edges(self.edges[root], self.edges[other]);
+        root
+    }
+
+    fn add(&mut self, p: SimilarPair) {
+        let root = self.join(p.a as usize, p.b as usize);
+        self.edges[root] = merge_edges(self.edges[root], (1, p.similarity, p.similarity));
+    }
+
+    /// Adds the components and edges of `other` (found by another worker: no edge is in both).
+    fn absorb(&mut self, mut other: EdgeForest) {
+        let n = self.edges.len();
+        for x in 0..n {
+            let r = other.sets.find(x);
+            if r != x {
+                self.join(x, r);
+            }
+        }
+        for x in 0..n {
+            if other.sets.find(x) == x && other.edges[x].0 > 0 {
+                let root = self.sets.find(x);
+                self.edges[root] = merge_edges(self.edges[root], other.edges[x]);
+            }
+        }
+    }
+}
+
+/// The single-linkage clusters (components of at least two members) and their [`EdgeStats`].
+fn single_linkage(embeddings: Embeddings<'_>, threshold: f64) -> (Vec<Vec<usize>>, Vec<EdgeStats>) {
+    let n = embeddings.len();
+    let mut forests = scan_similar(
+        embeddings,
+        threshold,
+        || EdgeForest::new(n),
+        EdgeForest::add,
+    )
+    .into_iter();
+    let mut forest = forests.next().unwrap_or_else(|| EdgeForest::new(n));
+    for other in forests {
+        forest.absorb(other);
+    }
+    let groups = forest.sets.groups(2);
+    let edges = groups
+        .iter()
+        .map(|members| forest.edges[forest.sets.find(members[0])])
+        .collect();
+    (groups, edges)
+}
+
+/// The [`EdgeStats`] of each of `groups` from `pairs`.
+fn edges_of(n: usize, groups: &[Vec<usize>], pairs: &[SimilarPair]) -> Vec<EdgeStats> {
+    let mut cluster_of = vec![u32::MAX; n];
+    for (c, members) in groups.iter().enumerate() {
+        for &m in members {
+            cluster_of[m] = to_u32(c);
+        }
+    }
+    let mut edges = vec![NO_EDGES; groups.len()];
+    for p in pairs {
+        let (ca, cb) = (cluster_of[p.a as usize], cluster_of[p.b as usize]);
+        if ca == cb && ca != u32::MAX {
+            let e = &mut edges[ca as usize];
+            *e = merge_edges(*e, (1, p.similarity, p.similarity));
+        }
+    }
+    edges
 }
 
 /// Rows scaled to unit length in `f32` (zero rows stay zero and never pass the filter unless
@@ -517,33 +636,19 @@ pub struct Cluster {
 }
 
 /// Clusters of the embeddings whose similarity reaches `threshold`, ordered by smallest member.
+///
+/// Single linkage keeps no list of the similar pairs (its memory is linear in the embeddings);
+/// complete linkage needs them all.
 pub fn cluster(embeddings: Embeddings<'_>, threshold: f64, linkage: Linkage) -> Vec<Cluster> {
-    let pairs = similar_pairs(embeddings, threshold);
-    let groups = match linkage {
-        Linkage::Single => {
-            let mut sets = UnionFind::new(embeddings.len());
-            for p in &pairs {
-                sets.union(p.a as usize, p.b as usize);
-            }
-            sets.groups(2)
+    let (groups, edges) = match linkage {
+        Linkage::Single => single_linkage(embeddings, threshold),
+        Linkage::Complete => {
+            let pairs = similar_pairs(embeddings, threshold);
+            let groups = complete_linkage(embeddings.len(), &pairs);
+            let edges = edges_of(embeddings.len(), &groups, &pairs);
+            (groups, edges)
         }
-        Linkage::Complete => complete_linkage(embeddings.len(), &pairs),
     };
-    // Edge statistics per cluster in one pass over the pairs.
-    let mut cluster_of = vec![u32::MAX; embeddings.len()];
-    for (c, members) in groups.iter().enumerate() {
-        for &m in members {
-            cluster_of[m] = to_u32(c);
-        }
-    }
-    let mut edges = vec![(0usize, f64::INFINITY, f64::NEG_INFINITY); groups.len()];
-    for p in &pairs {
-        let (ca, cb) = (cluster_of[p.a as usize], cluster_of[p.b as usize]);
-        if ca == cb && ca != u32::MAX {
-            let e = &mut edges[ca as usize];
-            *e = (e.0 + 1, e.1.min(p.similarity), e.2.max(p.similarity));
-        }
-    }
     let mut unit: Option<Vec<f32>> = None;
     groups
         .into_iter()
