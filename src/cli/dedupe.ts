@@ -14,7 +14,7 @@ import { UsageError, type DataError } from './errors.js';
 import type { FormatName } from './formats.js';
 import { discover, type InputFile } from './input.js';
 import type { SessionResult } from './jobs.js';
-import { beginCommit, finishedFile, type Outputs, Sink, type Target } from './output.js';
+import { beginCommit, finishedFile, keepCreatedFolders, type Outputs, removeCreatedFolders, Sink, type Target } from './output.js';
 import { checkPaths, type PathUse } from './paths.js';
 import { runPipeline, type OutputPatch, type PipelineProgress } from './pipeline.js';
 import { defaultJobs, HybridExecutor, inProcess, WorkerPool, type Executor } from './pool.js';
@@ -320,9 +320,11 @@ export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise
     beginCommit();
     await verbatim?.commit();
     await outputs.publish();
+    keepCreatedFolders();
   } catch (error) {
     await verbatim?.discard();
     await outputs?.discard();
+    removeCreatedFolders();
     throw error;
   } finally {
     await executor?.close();

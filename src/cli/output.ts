@@ -7,7 +7,7 @@
  * @module
  */
 import { randomBytes } from 'node:crypto';
-import { createWriteStream, unlinkSync, type WriteStream } from 'node:fs';
+import { createWriteStream, rmdirSync, unlinkSync, type WriteStream } from 'node:fs';
 import { mkdir, open, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { pipeline, type Writable } from 'node:stream';
@@ -20,6 +20,12 @@ export type Target = { kind: 'file'; path: string } | { kind: 'stream'; stream: 
 
 /** Temporary files of open outputs, neither published nor discarded yet. */
 const temporaries = new Set<string>();
+
+/**
+ * Folders the run created for its outputs: `[deepest, first created]` per output whose folder did
+ * not exist. A run that commits nothing removes them again ({@link removeCreatedFolders}).
+ */
+const createdFolders: [string, string][] = [];
 
 /** Whether the run has started publishing its outputs (see {@link beginCommit}). */
 let committing = false;
@@ -50,6 +56,31 @@ export function removeTemporaries(): void {
     }
   }
   temporaries.clear();
+  removeCreatedFolders();
+}
+
+/**
+ * Removes the folders the run created for outputs it did not commit, deepest first, each only if
+ * it is empty (synchronously: also on the way out after a signal). A run that committed keeps
+ * them: call {@link keepCreatedFolders}.
+ */
+export function removeCreatedFolders(): void {
+  for (const [deepest, first] of createdFolders.splice(0).reverse()) {
+    for (let folder = deepest; ; folder = dirname(folder)) {
+      try {
+        rmdirSync(folder);
+      } catch {
+        // Not empty (another output, or something not ours), or already gone: leave it and above.
+        break;
+      }
+      if (folder === first || dirname(folder) === folder) break;
+    }
+  }
+}
+
+/** The run committed: the folders it created hold its outputs. */
+export function keepCreatedFolders(): void {
+  createdFolders.length = 0;
 }
 
 /**
@@ -82,7 +113,8 @@ export class Sink {
     const sink = new Sink(target);
     if (target.kind === 'file') {
       try {
-        await mkdir(dirname(target.path), { recursive: true });
+        const first = await mkdir(dirname(target.path), { recursive: true });
+        if (first !== undefined) createdFolders.push([dirname(target.path), first]);
       } catch (error) {
         throw new OutputError(target.path, error);
       }

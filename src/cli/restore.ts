@@ -8,7 +8,7 @@ import { DataError, jsonErrorLocation, UsageError } from './errors.js';
 import { getAt, type FormatName, type PathStep } from './formats.js';
 import { discover, inputError, lines, openInput, type InputFile } from './input.js';
 import type { Handled, Session } from './jobs.js';
-import { beginCommit, type Outputs } from './output.js';
+import { beginCommit, keepCreatedFolders, type Outputs, removeCreatedFolders } from './output.js';
 import { runPipeline, type PipelineProgress } from './pipeline.js';
 import { inProcess } from './pool.js';
 import { checkOutputs, planTargets, type CliIO } from './dedupe.js';
@@ -181,8 +181,10 @@ export async function restoreCommand(o: RestoreCommandOptions, io: CliIO): Promi
     if (unused > 0) throw new DataError(o.verbatim, undefined, `${unused} entr${unused === 1 ? 'y' : 'ies'} in the verbatim file matched no input`);
     beginCommit();
     await outputs.publish();
+    keepCreatedFolders();
   } catch (error) {
     await outputs?.discard();
+    removeCreatedFolders();
     throw error;
   }
   return summary;

@@ -204,25 +204,30 @@ export function canonicalizeUrl(url: string): string {
 /** Longest host (with its port) {@link canonicalizeUrl} parses; a DNS name has at most 253 characters. */
 const MAX_HOST_UNITS = 1024;
 
-/** A URL's scheme and authority, as the parser reads them once tabs, line breaks and leading spaces are cut. */
-const AUTHORITY = /^([A-Za-z][A-Za-z0-9+.-]*):[/\\]*([^/?#\\]*)/;
+/** A URL's scheme, the slashes after it and its authority (tabs, line breaks, outer spaces cut). */
+const AUTHORITY = /^([A-Za-z][A-Za-z0-9+.-]*):([/\\]*)([^/?#\\]*)/;
 
 /** The schemes whose host the URL parser converts to ASCII (any other host is opaque: copied). */
 const SPECIAL_SCHEMES = new Set(['http', 'https', 'ws', 'wss', 'ftp', 'file']);
 
 /**
  * Whether `url` has a special scheme and a host (with its port) longer than
- * {@link MAX_HOST_UNITS}, read as the parser reads it: leading controls and spaces trimmed, every
- * tab and line break removed, the host ending at the first `/`, `?`, `#` or backslash after the last
- * `@` of the authority. The parser's length is at most this one.
+ * {@link MAX_HOST_UNITS}, read as the parser reads it: leading and trailing controls and spaces
+ * trimmed, every tab and line break removed, the host ending at the first `/`, `?`, `#` or
+ * backslash after the last `@` of the authority (a `file:` URL has a host only after exactly two
+ * slashes). The parser's host is at most this long.
  */
 function hostTooLong(url: string): boolean {
   const text = /[\t\n\r]/.test(url) ? url.replace(/[\t\n\r]/g, '') : url;
   let start = 0;
   while (start < text.length && text.charCodeAt(start) <= 0x20) start++;
-  const found = AUTHORITY.exec(start === 0 ? text : text.slice(start));
-  if (found === null || !SPECIAL_SCHEMES.has((found[1] as string).toLowerCase())) return false;
-  const authority = found[2] as string;
+  let end = text.length;
+  while (end > start && text.charCodeAt(end - 1) <= 0x20) end--;
+  const found = AUTHORITY.exec(start === 0 && end === text.length ? text : text.slice(start, end));
+  if (found === null) return false;
+  const scheme = (found[1] as string).toLowerCase();
+  if (!SPECIAL_SCHEMES.has(scheme) || (scheme === 'file' && (found[2] as string).length !== 2)) return false;
+  const authority = found[3] as string;
   return authority.length - authority.lastIndexOf('@') - 1 > MAX_HOST_UNITS;
 }
 

@@ -194,6 +194,11 @@ describe('ctxdedup binary when stdout fails (issue 12, item 8)', () => {
       expect(existsSync(v), args.join(' ')).toBe(false);
     }
     expect(readdirSync(tmp.dir).filter((f) => f.includes('.tmp'))).toEqual([]);
+    // A directory output: the folders the failed run created for its outputs are removed too.
+    const tree = join(tmp.dir, 'tree', 'out');
+    const failed = withStdout('/dev/full', 'w', ['dedupe', join(ROOT, 'examples', 'corpus'), '-o', tree, '--json']);
+    expect(failed.code).toBe(1);
+    expect(existsSync(join(tmp.dir, 'tree'))).toBe(false);
     // The same run with a writable stdout commits the output, the verbatim file and the report.
     const html = join(tmp.dir, 'commit.html');
     const ok = withStdout('/dev/null', 'w', ['dedupe', file, '-o', out, '--verbatim', v, '--json', '--report', html]);

@@ -150,6 +150,10 @@ describe('canonicalizeUrl', () => {
     // A scheme without a host to convert (URN, mailto) is canonicalized whatever its length.
     const isbn = `urn:isbn:${'y'.repeat(1100)}`;
     expect(canonicalizeUrl(`URN:isbn:${'y'.repeat(1100)}?utm_source=feed&q=1#top`)).toBe(`${isbn}?q=1`);
+    // Only the host counts: a file URL's path after three slashes, trailing spaces the parser trims.
+    expect(canonicalizeUrl(`file:///${'p'.repeat(1100)}/x/?utm_source=y#frag`)).toBe(`file:///${'p'.repeat(1100)}/x`);
+    expect(canonicalizeUrl(`HTTPS://Example.com:443${' '.repeat(1100)}`)).toBe('https://example.com');
+    expect(canonicalizeUrl(`file://${label}/x/`)).toBe(`file://${label}/x/`);
     // Userinfo and path do not count.
     expect(canonicalizeUrl(`https://${'u'.repeat(2000)}@Example.com/${'p'.repeat(5000)}/`)).toBe(`https://${'u'.repeat(2000)}@example.com/${'p'.repeat(5000)}`);
   });
