@@ -93,6 +93,15 @@ export interface ServerOptions {
   logger?: boolean;
 }
 
+/** JSON bytes of one decision and its marker besides their ids (an upper estimate). */
+const DECISION_BYTES = 250;
+
+/**
+ * How many times `maxBody` the decisions of one answer may take. A full request of duplicates at
+ * the default `minChars` needs about twice; only tiny duplicates with long ids get past four.
+ */
+const ANSWER_OVERHEAD_RATIO = 4;
+
 /** Longest message id `POST /v1/messages/dedupe` takes (UTF-16 units). */
 export const MAX_MESSAGE_ID_UNITS = 256;
 
@@ -489,6 +498,17 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     }
     // The response carries every decision: block runs are counted in the pass (cheaper than on read).
     const result = await dedupeMessagesAsyncCounted(messages as Message[], options as DedupeMessagesOptions | undefined, true);
+    // The messages and the originals in `verbatim` are bounded by the request; each replacement
+    // adds a decision and a marker naming two ids, which tiny duplicates (`minChars: 0`) can make
+    // many times the request. Refused before the answer is built.
+    const overhead = result.decisions.reduce((sum, d) => sum + DECISION_BYTES + 3 * (d.id.length + d.duplicateOfId.length), 0);
+    if (overhead > ANSWER_OVERHEAD_RATIO * maxBody) {
+      throw new HttpError(
+        400,
+        'ANSWER_TOO_LARGE',
+        `the answer would carry about ${Math.ceil(overhead / 2 ** 20)} MiB of decisions for ${result.decisions.length} replacements, more than ${ANSWER_OVERHEAD_RATIO} times the largest request (${maxBody} bytes): send fewer messages per request, or raise options.minChars`,
+      );
+    }
     metrics.recordMessagesDedupe();
     return result;
   });

@@ -162,6 +162,22 @@ describe('ctxdedup serve routes (in-process, real HTTP on 127.0.0.1)', () => {
       json,
     );
     expect(atLimit.status).toBe(200);
+    // Tiny duplicates with a long keeper id: each replacement adds a decision and a marker naming
+    // it, up to four times --max-body of them (here 64 KiB: 256 KiB); past that, refused.
+    const keeper = { id: 'k'.repeat(256), role: 'user', content: 'ab' };
+    const tiny = [keeper, ...Array.from({ length: 1000 }, (_, i) => ({ id: `${i}`, role: 'user', content: 'ab' }))];
+    const amplified = await post('/v1/messages/dedupe', JSON.stringify({ messages: tiny, options: { minChars: 0, reference: { exact: '' } } }), json);
+    expect(amplified.status).toBe(400);
+    expect(amplified.body.code).toBe('ANSWER_TOO_LARGE');
+    expect(amplified.body.error).toMatch(
+      /^the answer would carry about 1 MiB of decisions for 1000 replacements, more than 4 times the largest request \(65536 bytes\)/,
+    );
+    // A request as large, full of ordinary duplicates, is answered.
+    const body = 'a repeated tool output line\n'.repeat(8);
+    const ordinary = Array.from({ length: 200 }, (_, i) => ({ id: `o${i}`, role: 'tool', content: body }));
+    const answered = await post('/v1/messages/dedupe', JSON.stringify({ messages: ordinary }), json);
+    expect(answered.status).toBe(200);
+    expect(answered.body.stats.exactDuplicates).toBe(199);
   });
 
   it('exposes Prometheus metrics: items new vs duplicate, latency histogram, store errors', async () => {
