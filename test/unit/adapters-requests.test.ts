@@ -197,19 +197,21 @@ describe('dedupeOpenAIChat', () => {
   });
 });
 
+/** A request of tool results, one per content (tool call ids a, b, c, ...). */
+function reads(...contents: string[]): OpenAIChatRequest {
+  return { messages: contents.map((content, i) => ({ role: 'tool', tool_call_id: String.fromCharCode(97 + i), content })) };
+}
+
+/** `A` with one line edited. */
+const EDITED = A.replace('line 20 of alpha', 'line twenty of alpha (edited)');
+
 describe('block dedup through the request adapters', () => {
   it('an edited re-read keeps its new lines verbatim and refers to the unchanged runs; restore gives it back', () => {
-    const edited = A.replace('line 20 of alpha', 'line twenty of alpha (edited)');
-    const request: OpenAIChatRequest = {
-      messages: [
-        { role: 'tool', tool_call_id: 'a', content: A },
-        { role: 'tool', tool_call_id: 'b', content: edited },
-      ],
-    };
+    const request = reads(A, EDITED);
     const { request: out, verbatim, stats: report } = dedupeOpenAIChat(request);
     const text = out.messages[1]?.content as string;
     expect(text).toContain('line twenty of alpha (edited)');
-    expect(text.length).toBeLessThan(edited.length / 2);
+    expect(text.length).toBeLessThan(EDITED.length / 2);
     expect(report.rewritten).toBe(1);
     expect(restoreOpenAIChat(out, verbatim)).toEqual(request);
     // Turned off, or replaced by the near pass (the two cannot be combined).
@@ -218,14 +220,7 @@ describe('block dedup through the request adapters', () => {
   });
 
   it("the stats' token totals are the stage's, counted on first read (a call that never reads them counts nothing)", () => {
-    const edited = A.replace('line 20 of alpha', 'line twenty of alpha (edited)');
-    const request: OpenAIChatRequest = {
-      messages: [
-        { role: 'tool', tool_call_id: 'a', content: A },
-        { role: 'tool', tool_call_id: 'b', content: edited },
-        { role: 'tool', tool_call_id: 'c', content: A },
-      ],
-    };
+    const request = reads(A, EDITED, A);
     const { stats } = dedupeOpenAIChat(request);
     expect(Object.getOwnPropertyDescriptor(stats, 'tokensSaved')?.get).toBeTypeOf('function');
     const stage = dedupeMessages(
