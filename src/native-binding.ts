@@ -166,6 +166,11 @@ export interface NativeBlockOptions {
    * `tokensBefore` out and counts a run only as far as the net-positive test needs.
    */
   fullCounts?: boolean
+  /**
+   * Split a large conversation into lines on a second thread (default `true`; the result is
+   * the same). Off where one pass already runs per core.
+   */
+  splitThread?: boolean
 }
 
 /**

@@ -35,6 +35,11 @@
 //! [`BlockOptions::full_counts`], otherwise only until a lower bound of its count exceeds the
 //! reference's (`Pass::more_tokens_than`), which decides the same. The whole pass is linear in
 //! the input, whatever the options.
+//!
+//! **Split thread.** On a large conversation ([`SPLIT_THREAD_FROM_UNITS`]), a second thread
+//! splits and hashes the lines of the messages ahead of the scan, in batches; the scan takes a
+//! message's records once its batch is in. The records are the same as a single thread's, so
+//! the result is too (checked by the proptest `the_split_thread_changes_nothing`).
 
 // Per-site `#[expect]`s wait for the block-speed rework of this module (issue 13 item 7).
 use crate::tokens::CountTokens;
@@ -43,6 +48,7 @@ use ahash::{AHashMap, RandomState};
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::mpsc;
 
 /// Hashes a `u64` key to itself. The keys of the segment memo are already outputs of the
 /// pass's keyed hash (a fresh key per call), uniformly spread, so hashing them again would buy
@@ -291,11 +297,19 @@ pub struct BlockOptions {
     /// only as far as the net-positive test needs (see `Pass::net_positive`) and
     /// `tokens_before` is `None`: the decisions are the same either way.
     pub full_counts: bool,
+    /// Split a large conversation into lines on a second thread while this one matches (from
+    /// [`SPLIT_THREAD_FROM_UNITS`] units): the same result, sooner when a core is free. Off where
+    /// the caller already runs one pass per core.
+    pub split_thread: bool,
 }
+
+/// From this many UTF-16 units in the messages a pass reads, [`BlockOptions::split_thread`]
+/// applies (below it, starting a thread costs more than it saves).
+pub const SPLIT_THREAD_FROM_UNITS: usize = 1 << 22;
 
 impl BlockOptions {
     /// The defaults: 4 lines, 200 units, line numbers on, no lookback limit, default templates,
-    /// full counts.
+    /// full counts, a split thread.
     pub fn new() -> Self {
         let parse = |t: &str, n| {
             Template::parse(&t.encode_utf16().collect::<Vec<_>>(), n).expect("default template")
@@ -308,6 +322,7 @@ impl BlockOptions {
             reference: parse(DEFAULT_REFERENCE, false),
             numbered_reference: parse(DEFAULT_NUMBERED_REFERENCE, true),
             full_counts: true,
+            split_thread: true,
         }
     }
 }
@@ -498,6 +513,59 @@ pub fn format_line_number(width: u32, separator: u16, number: u32, out: &mut Vec
     out.push(separator);
 }
 
+/// Appends the line records of `text`, message `m`, to `lines`.
+fn split_lines(
+    text: &[u16],
+    m: usize,
+    options: &BlockOptions,
+    hasher: &RandomState,
+    lines: &mut Vec<Line>,
+) {
+    let message = to_u32(m);
+    for_each_line(text, |start, end| {
+        let line = &text[start..end];
+        let parsed = if options.line_numbers {
+            parse_line_number(line)
+        } else {
+            None
+        };
+        let (number, format, rest) = match parsed {
+            Some((n, w, s, len)) => (n, (w << 16) | u32::from(s), start + len),
+            None => (NONE, 0, start),
+        };
+        // One hash of the text; a numbered line's key mixes its format in.
+        let plain_key: u64 = hasher.hash_one(&text[rest..end]);
+        let key = if format == 0 {
+            plain_key
+        } else {
+            (plain_key ^ u64::from(format).wrapping_mul(ROLL)).wrapping_mul(MIX)
+        };
+        lines.push(Line {
+            start: to_u32(start),
+            end: to_u32(end),
+            rest: to_u32(rest),
+            number,
+            format,
+            message,
+            key,
+        });
+    });
+}
+
+/// The line records of consecutive messages from `first`, split on the split thread:
+/// `counts[k]` records for message `first + k` (0 for a message the pass does not read).
+struct SplitBatch {
+    first: usize,
+    counts: Vec<u32>,
+    lines: Vec<Line>,
+}
+
+/// Line records per [`SplitBatch`] (about 1 MiB: a batch is still in cache when it is copied).
+const SPLIT_BATCH_LINES: usize = 1 << 15;
+
+/// Batches the split thread may be ahead by.
+const SPLIT_QUEUE: usize = 8;
+
 struct Pass<'a, 'c> {
     conv: &'a Conversation<'c>,
     options: &'a BlockOptions,
@@ -593,8 +661,9 @@ impl Candidates {
 }
 
 /// The window index: window hash -> [`Candidates`], open addressing with linear probing in a
-/// table at most half full (at most one window per line is ever inserted, and the table is sized
-/// for all of a call's lines up front, so it never grows). Its own table rather than a
+/// table at most half full (at most one window per line is ever inserted; the table is sized for
+/// all of a call's lines up front, or for an estimate of them when another thread is still
+/// splitting the messages, and doubles if the estimate falls short). Its own table rather than a
 /// `HashMap` so the pass can [`prefetch`](WindowIndex::prefetch) the slot of a window it will
 /// look up a few lines later: at 100k messages the table is far larger than the caches, and
 /// waiting for each slot in turn was most of the pass's time.
@@ -646,6 +715,25 @@ impl WindowIndex {
             self.slots.len() * std::mem::size_of::<(u64, Candidates)>() >= PREFETCH_FROM_BYTES;
     }
 
+    /// Doubles the table (when the windows outgrow the estimate it was sized for).
+    fn grow(&mut self) {
+        let old = std::mem::take(&mut self.slots);
+        let used = std::mem::take(&mut self.used);
+        let size = 2 * old.len();
+        self.slots = Vec::with_capacity(size);
+        huge_pages::advise(&self.slots);
+        self.slots.resize(size, EMPTY_SLOT);
+        self.shift = 64 - size.trailing_zeros();
+        self.used = Vec::with_capacity(size / 2);
+        for at in used {
+            let slot = old[at as usize];
+            let to = self.find(slot.0);
+            self.slots[to] = slot;
+            self.used.push(to_u32(to));
+        }
+        self.large = size * std::mem::size_of::<(u64, Candidates)>() >= PREFETCH_FROM_BYTES;
+    }
+
     /// Bytes the index holds.
     fn bytes(&self) -> usize {
         self.slots.capacity() * std::mem::size_of::<(u64, Candidates)>()
@@ -689,7 +777,11 @@ impl WindowIndex {
 
     /// The occurrences of `hash`, empty (all [`NONE`]) if there are none yet, to fill in.
     fn entry(&mut self, hash: u64) -> &mut Candidates {
-        let at = self.find(hash);
+        let mut at = self.find(hash);
+        if self.slots[at].1.at[0] == NONE && 2 * (self.used.len() + 1) > self.slots.len() {
+            self.grow();
+            at = self.find(hash);
+        }
         let slot = &mut self.slots[at];
         if slot.1.at[0] == NONE {
             self.used.push(to_u32(at));
@@ -722,63 +814,52 @@ enum Mode {
 impl<'a, 'c> Pass<'a, 'c> {
     /// Appends the line records of message `m` to `self.lines` and records where they are.
     fn split(&mut self, m: usize) {
-        let capacity = (self.lines.capacity(), self.out_lines.capacity());
-        let text = self.conv.contents[m];
-        let (options, hasher) = (self.options, &self.hasher);
-        let lines = &mut self.lines;
-        let base = lines.len();
-        let message = to_u32(m);
-        let push = |start: usize, end: usize| {
-            let line = &text[start..end];
-            let parsed = if options.line_numbers {
-                parse_line_number(line)
-            } else {
-                None
-            };
-            let (number, format, rest) = match parsed {
-                Some((n, w, s, len)) => (n, (w << 16) | u32::from(s), start + len),
-                None => (NONE, 0, start),
-            };
-            // One hash of the text; a numbered line's key mixes its format in.
-            let plain_key: u64 = hasher.hash_one(&text[rest..end]);
-            let key = if format == 0 {
-                plain_key
-            } else {
-                (plain_key ^ u64::from(format).wrapping_mul(ROLL)).wrapping_mul(MIX)
-            };
-            lines.push(Line {
-                start: to_u32(start),
-                end: to_u32(end),
-                rest: to_u32(rest),
-                number,
-                format,
-                message,
-                key,
-            });
-        };
-        for_each_line(text, push);
-        let n = self.lines.len() - base;
-        self.out_lines.resize(base + n, NONE);
+        let capacity = self.lines.capacity();
+        let base = self.lines.len();
+        split_lines(
+            self.conv.contents[m],
+            m,
+            self.options,
+            &self.hasher,
+            &mut self.lines,
+        );
         // A grown buffer's new pages are not touched yet: huge pages for them.
-        if self.lines.capacity() != capacity.0 {
+        if self.lines.capacity() != capacity {
             huge_pages::advise(&self.lines);
         }
-        if self.out_lines.capacity() != capacity.1 {
+        self.spans[m] = (to_u32(base), to_u32(self.lines.len() - base));
+        self.grow_out_lines();
+    }
+
+    /// Appends a batch of line records split on the split thread (its messages come next).
+    fn take_batch(&mut self, batch: &SplitBatch) {
+        let capacity = self.lines.capacity();
+        let mut base = self.lines.len();
+        for (k, &count) in batch.counts.iter().enumerate() {
+            self.spans[batch.first + k] = (to_u32(base), count);
+            base += count as usize;
+        }
+        self.lines.extend_from_slice(&batch.lines);
+        if self.lines.capacity() != capacity {
+            huge_pages::advise(&self.lines);
+        }
+        self.grow_out_lines();
+    }
+
+    /// One output line slot (not emitted yet) per line record.
+    fn grow_out_lines(&mut self) {
+        let capacity = self.out_lines.capacity();
+        self.out_lines.resize(self.lines.len(), NONE);
+        if self.out_lines.capacity() != capacity {
             huge_pages::advise(&self.out_lines);
         }
-        self.spans[m] = (to_u32(base), to_u32(n));
     }
 
     /// Reserves the line records of a large call up front, on huge pages (see [`huge_pages`]):
     /// grown by doubling instead, the buffer would keep the small pages of its first half. The
     /// estimate (one line per 32 units, and one per message) is a hint: more lines still fit.
-    fn reserve_lines(&mut self) {
-        let conv = self.conv;
-        let units: usize = (0..conv.contents.len())
-            .filter(|&m| conv.source[m] || conv.eligible[m])
-            .map(|m| conv.contents[m].len())
-            .sum();
-        let lines = units / 32 + conv.contents.len();
+    fn reserve_lines(&mut self, units: usize) {
+        let lines = units / 32 + self.conv.contents.len();
         if lines * std::mem::size_of::<Line>() >= huge_pages::ADVISE_FROM_BYTES
             && self.lines.capacity() < lines
         {
@@ -787,6 +868,99 @@ impl<'a, 'c> Pass<'a, 'c> {
             self.out_lines.reserve(lines);
             huge_pages::advise(&self.out_lines);
         }
+    }
+
+    /// Processes every message in order into `refs` and `kept_duplicates` ([`Blocks`]).
+    /// `ready(self, m)` runs before each message the pass reads is processed (the pipelined
+    /// pass waits there for that message's records).
+    fn process_all(
+        &mut self,
+        count_tokens: &dyn CountTokens,
+        refs: &mut Vec<BlockRef>,
+        kept_duplicates: &mut Vec<u32>,
+        mut ready: impl FnMut(&mut Self, usize),
+    ) {
+        let conv = self.conv;
+        let n = conv.contents.len();
+        // Whether the pass rewrote each message (only a keeper's flag is read).
+        let mut rewritten = vec![false; if conv.keeper.is_empty() { 0 } else { n }];
+        for m in 0..n {
+            if let Some(&k) = conv.keeper.get(m).filter(|&&k| k != NO_KEEPER) {
+                if !rewritten[k as usize] {
+                    continue;
+                }
+                kept_duplicates.push(to_u32(m));
+            }
+            if conv.source[m] || conv.eligible[m] {
+                ready(self, m);
+                let before = refs.len();
+                self.process(m, count_tokens, refs);
+                if let Some(flag) = rewritten.get_mut(m) {
+                    *flag = refs.len() > before;
+                }
+            }
+        }
+    }
+
+    /// [`Pass::process_all`] while a second thread splits the messages into lines, in batches
+    /// of about `batch_lines` records, at most [`SPLIT_QUEUE`] batches ahead. The window index is
+    /// sized for `lines` (and grows past them), while the first batches are split.
+    fn run_pipelined(
+        &mut self,
+        count_tokens: &dyn CountTokens,
+        refs: &mut Vec<BlockRef>,
+        kept_duplicates: &mut Vec<u32>,
+        batch_lines: usize,
+        lines: usize,
+    ) {
+        let (conv, options, hasher) = (self.conv, self.options, self.hasher.clone());
+        let n = conv.contents.len();
+        std::thread::scope(|scope| {
+            let (send, batches) = mpsc::sync_channel::<SplitBatch>(SPLIT_QUEUE);
+            let (recycle, spent) = mpsc::channel::<SplitBatch>();
+            scope.spawn(move || {
+                let empty = |first| {
+                    let reused = spent.try_recv().ok();
+                    let mut batch = reused.unwrap_or_else(|| SplitBatch {
+                        first,
+                        counts: Vec::new(),
+                        lines: Vec::with_capacity(batch_lines),
+                    });
+                    batch.first = first;
+                    batch.counts.clear();
+                    batch.lines.clear();
+                    batch
+                };
+                let mut batch = empty(0);
+                for m in 0..n {
+                    let before = batch.lines.len();
+                    if conv.source[m] || conv.eligible[m] {
+                        split_lines(conv.contents[m], m, options, &hasher, &mut batch.lines);
+                    }
+                    batch.counts.push(to_u32(batch.lines.len() - before));
+                    if batch.lines.len() >= batch_lines || m + 1 == n {
+                        let full = std::mem::replace(&mut batch, empty(m + 1));
+                        // The matching side is gone (it panicked): nothing left to split for.
+                        if send.send(full).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+            self.index.reset(lines);
+            let mut split = 0;
+            self.process_all(count_tokens, refs, kept_duplicates, |pass, m| {
+                while split <= m {
+                    let batch = batches
+                        .recv()
+                        .expect("the split thread sends the lines of every message");
+                    pass.take_batch(&batch);
+                    split = batch.first + batch.counts.len();
+                    // The split thread may have finished: then the batch is simply dropped.
+                    let _ = recycle.send(batch);
+                }
+            });
+        });
     }
 
     /// Where message `m`'s records are in `self.lines` (and `self.out_lines`).
@@ -1244,6 +1418,35 @@ pub fn dedupe_blocks(
     options: &BlockOptions,
     count_tokens: &dyn CountTokens,
 ) -> Result<Blocks, String> {
+    let split = SplitThread {
+        from_units: if options.split_thread {
+            SPLIT_THREAD_FROM_UNITS
+        } else {
+            usize::MAX
+        },
+        batch_lines: SPLIT_BATCH_LINES,
+        units_per_line: 64,
+    };
+    dedupe_blocks_with(conv, options, count_tokens, split)
+}
+
+/// When a pass splits on a second thread, in batches of how many line records, and the
+/// estimate of lines its window index is first sized for (one per `units_per_line` units, and
+/// one per message).
+#[derive(Debug, Clone, Copy)]
+struct SplitThread {
+    from_units: usize,
+    batch_lines: usize,
+    units_per_line: usize,
+}
+
+/// [`dedupe_blocks`] with its split thread's settings given (tests force it on small inputs).
+fn dedupe_blocks_with(
+    conv: &Conversation<'_>,
+    options: &BlockOptions,
+    count_tokens: &dyn CountTokens,
+    split: SplitThread,
+) -> Result<Blocks, String> {
     let n = conv.contents.len();
     if conv.ids.len() != n || conv.source.len() != n || conv.eligible.len() != n {
         return Err("contents, ids, source and eligible must have one entry per message".into());
@@ -1275,36 +1478,35 @@ pub fn dedupe_blocks(
         window_buffers: scratch.windows,
     };
     pass.spans.resize(n, (0, 0));
-    pass.reserve_lines();
-    // Every message's lines first: the window index is then sized once, for at most one window
-    // per line, and never grows.
-    for m in 0..n {
-        if conv.source[m] || conv.eligible[m] {
-            pass.split(m);
-        }
-    }
-    // Sized for this call's lines: a table kept from an earlier call is reused only if it is at
-    // most 4 times that size (a larger one would spread this call's windows over memory that is
-    // no longer in cache).
-    pass.index.reset(pass.lines.len());
+    let reads = |m: usize| conv.source[m] || conv.eligible[m];
+    let units: usize = (0..n)
+        .filter(|&m| reads(m))
+        .map(|m| conv.contents[m].len())
+        .sum();
+    pass.reserve_lines(units);
     let mut refs = Vec::new();
     let mut kept_duplicates = Vec::new();
-    // Whether the pass rewrote each message (only a keeper's flag is read).
-    let mut rewritten = vec![false; if conv.keeper.is_empty() { 0 } else { n }];
-    for m in 0..n {
-        if let Some(&k) = conv.keeper.get(m).filter(|&&k| k != NO_KEEPER) {
-            if !rewritten[k as usize] {
-                continue;
-            }
-            kept_duplicates.push(to_u32(m));
+    if units >= split.from_units {
+        // The index is sized for an estimate of the lines: it doubles if they are more.
+        let lines = units / split.units_per_line + n;
+        pass.run_pipelined(
+            count_tokens,
+            &mut refs,
+            &mut kept_duplicates,
+            split.batch_lines,
+            lines,
+        );
+    } else {
+        // Every message's lines first: the window index is then sized once, for at most one
+        // window per line, and never grows.
+        for m in (0..n).filter(|&m| reads(m)) {
+            pass.split(m);
         }
-        if conv.source[m] || conv.eligible[m] {
-            let before = refs.len();
-            pass.process(m, count_tokens, &mut refs);
-            if let Some(flag) = rewritten.get_mut(m) {
-                *flag = refs.len() > before;
-            }
-        }
+        // Sized for this call's lines: a table kept from an earlier call is reused only if it
+        // is at most 4 times that size (a larger one would spread this call's windows over
+        // memory that is no longer in cache).
+        pass.index.reset(pass.lines.len());
+        pass.process_all(count_tokens, &mut refs, &mut kept_duplicates, |_, _| {});
     }
     scratch = Scratch {
         index: pass.index,
@@ -1590,6 +1792,20 @@ mod tests {
         }
 
         fn run_blocks(&self, options: &BlockOptions, count: &dyn CountTokens) -> Blocks {
+            let split = SplitThread {
+                from_units: usize::MAX,
+                batch_lines: SPLIT_BATCH_LINES,
+                units_per_line: 64,
+            };
+            self.run_split(options, count, split)
+        }
+
+        fn run_split(
+            &self,
+            options: &BlockOptions,
+            count: &dyn CountTokens,
+            split: SplitThread,
+        ) -> Blocks {
             let contents: Vec<&[u16]> = self.contents.iter().map(|c| &c[..]).collect();
             let ids: Vec<&[u16]> = self.ids.iter().map(|c| &c[..]).collect();
             let conv = Conversation {
@@ -1599,7 +1815,7 @@ mod tests {
                 eligible: &self.eligible,
                 keeper: &self.keeper,
             };
-            dedupe_blocks(&conv, options, count).unwrap()
+            dedupe_blocks_with(&conv, options, count, split).unwrap()
         }
     }
 
@@ -1830,6 +2046,7 @@ mod tests {
                 )
                 .unwrap(),
                 full_counts: true,
+                split_thread: true,
             })
     }
 
@@ -1918,6 +2135,35 @@ mod tests {
             let head = prefix.run_blocks(&options, &toy_tokens);
             let within = |b: &Blocks| (b.refs.iter().filter(|r| r.message < cut).cloned().collect::<Vec<_>>(), b.kept_duplicates.iter().copied().filter(|&m| (m as usize) < cut).collect::<Vec<_>>());
             prop_assert_eq!(within(&blocks), within(&head));
+        }
+
+        #[test]
+        fn the_split_thread_changes_nothing(
+            (texts, source, eligible) in conversation(),
+            options in options(),
+            keepers in prop::collection::vec(any::<prop::sample::Index>(), 7),
+            batch_lines in 1usize..6,
+            table in 0usize..3,
+        ) {
+            let mut case = case_of(&texts, source, eligible);
+            let n = case.contents.len();
+            case.keeper = vec![NO_KEEPER; n];
+            for (m, pick) in (1..n).zip(&keepers).filter(|(m, _)| m % 3 == 2) {
+                let k = pick.index(m);
+                if case.keeper[k] == NO_KEEPER {
+                    case.contents[m] = case.contents[k].clone();
+                    case.keeper[m] = to_u32(k);
+                }
+            }
+            // A window index kept from an earlier call, of varying size.
+            let warm = Case::new(&["a\nb\nc\nd\ne".repeat(table * 40).as_str()]);
+            warm.run_blocks(&small(1, 0), &toy_tokens);
+            // A small first estimate: the index grows during the pass.
+            let split = SplitThread { from_units: 0, batch_lines, units_per_line: 1 << 20 };
+            prop_assert_eq!(
+                case.run_split(&options, &toy_tokens, split),
+                case.run_blocks(&options, &toy_tokens)
+            );
         }
 
         #[test]

@@ -32,6 +32,9 @@ pub struct NativeBlockOptions {
     /// Count every replaced run in full into `tokensBefore` (default `true`); `false` leaves
     /// `tokensBefore` out and counts a run only as far as the net-positive test needs.
     pub full_counts: Option<bool>,
+    /// Split a large conversation into lines on a second thread (default `true`; the result is
+    /// the same). Off where one pass already runs per core.
+    pub split_thread: Option<bool>,
 }
 
 /// References as parallel columns (see `ctxdedup_core::blocks::BlockRef`); `numberedFirst` is
@@ -86,6 +89,7 @@ fn core_options(o: &NativeBlockOptions) -> Result<BlockOptions> {
         reference: parse(&o.reference, false)?,
         numbered_reference: parse(&o.numbered_reference, true)?,
         full_counts: o.full_counts.unwrap_or(true),
+        split_thread: o.split_thread.unwrap_or(true),
     })
 }
 
