@@ -63,6 +63,9 @@ export declare function countTokensBatchAsync(texts: string[], encoding: TokenEn
  */
 export declare function countTokensBatchUpTo(texts: string[], stops: Uint32Array, encoding: TokenEncoding): Uint32Array
 
+/** [`count_tokens_batch_up_to`] off the JS thread. */
+export declare function countTokensBatchUpToAsync(texts: string[], stops: Uint32Array, encoding: TokenEncoding): Promise<Uint32Array>
+
 /** [`dedupe_blocks_sync`] on a libuv worker thread (the contents are copied first). */
 export declare function dedupeBlocksAsync(contents: string[], ids: string[], source: Uint8Array, blocked: Uint8Array, keeper: Uint32Array, options: NativeBlockOptions): Promise<NativeBlocks>
 

@@ -15,6 +15,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { describe, expectKnownKeys, expectObject, expectOptions, optionalBoolean, rangeError, show, typeError } from '../validation.js';
 import { native } from '../native.js';
 import { deprecatedAlias } from '../deprecated.js';
+import { Pacer } from '../pacing.js';
 import { type AuditEntry, type AuditLog, InMemoryAuditLog } from './audit.js';
 import { type EmbedFunction, type RecommendedThresholds, hashedEmbedding } from './embedding.js';
 import { buildMergePrompt, oldestFirst } from './prompt.js';
@@ -35,30 +36,6 @@ export const SIMILARITY_TOLERANCE = 1e-6;
 /** Whether `similarity` reaches `threshold`, within {@link SIMILARITY_TOLERANCE}. */
 function reaches(similarity: number, threshold: number): boolean {
   return similarity >= threshold - SIMILARITY_TOLERANCE;
-}
-
-/**
- * Longest stretch of work, in milliseconds, that `addBatch` and `dedupeAll` do before letting the
- * event loop run (timers, I/O) again. The embedded stores do their work synchronously inside
- * their async methods, so without these pauses a large batch would hold the loop for its whole
- * duration.
- */
-const YIELD_AFTER_MS = 8;
-
-/** Resolves on a later turn of the event loop, after pending timers and I/O callbacks. */
-function yieldToEventLoop(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve));
-}
-
-/** Calls `pause()` (a turn of the event loop) once at least {@link YIELD_AFTER_MS} have passed since the last one. */
-class Pacer {
-  #since = performance.now();
-
-  async pause(): Promise<void> {
-    if (performance.now() - this.#since < YIELD_AFTER_MS) return;
-    await yieldToEventLoop();
-    this.#since = performance.now();
-  }
 }
 
 /** The mark of the write the current async context was started in (see `#serialized`). */

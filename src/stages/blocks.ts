@@ -9,6 +9,7 @@ import { aliased, describe, expectArray, expectKnownKeys, expectObject, optional
 import type { NativeBlockOptions, NativeBlocks, TemplateKind } from '../native.js';
 import { native } from '../native.js';
 import { utf16 } from './message-analysis.js';
+import { STEP_ITEMS, type Steps } from '../pacing.js';
 
 /** Options of the block pass (`dedupeMessages(messages, { keep: 'earliest', blocks: { … } })`). */
 export interface BlockOptions {
@@ -280,19 +281,25 @@ function inspectValues(this: Record<string, unknown>): unknown {
 /**
  * Rewrites the messages the native pass found runs in: `out[i]` gets the new content and a
  * {@link BlocksMarker}, `verbatim[id]` the original. The decisions are built apart, on demand
- * ({@link BlockReport}). @internal
+ * ({@link BlockReport}). In steps (`drainPaced` of pacing.ts). @internal
  */
-export function applyBlocks<M extends Identified>(
+export function* applyBlocks<M extends Identified>(
   originals: readonly M[],
   out: M[],
   verbatim: Record<string, M>,
   found: NativeBlocks,
   contents: readonly string[],
   ids: readonly string[],
-): void {
+): Steps<void> {
   const count = found.message.length;
   let k = 0;
+  let step = 0;
   while (k < count) {
+    // A step ends between messages, after about STEP_ITEMS references.
+    if (k >= step + STEP_ITEMS) {
+      step = k;
+      yield;
+    }
     const index = found.message[k] as number;
     const original = originals[index] as M;
     // The content and ids the pass read (a caller may change the messages while an async pass runs).

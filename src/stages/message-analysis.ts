@@ -10,6 +10,7 @@
  */
 import { compileTemplate } from './template.js';
 import { native, type NativeAnalysis, type NativeAnalyzeOptions } from '../native.js';
+import { drain, drainPaced, STEP_ITEMS, type Steps } from '../pacing.js';
 
 /** One message found to duplicate another (exact or near). @internal */
 export interface Annotation {
@@ -417,11 +418,43 @@ export function decide(
   contents?: readonly string[],
   shorter = contents !== undefined,
 ): WholePlan {
-  const plan: WholePlan = { replacements: [], exact: 0, near: 0, keptInWindow: 0, charsSaved: 0 };
+  const tagged = drain(tagCandidates(found, id, lengths, window, tag, shorter));
+  return planOf(contents === undefined ? tagged.candidates : shorterInTokens(tagged.candidates, contents), tagged.keptInWindow);
+}
+
+/**
+ * {@link decide} with the token counts of the net-positive rule taken on a libuv thread (the
+ * contents are copied first), so a large batch does not hold the event loop. @internal
+ */
+export async function decideAsync(
+  found: { exact: readonly Annotation[]; fuzzy: readonly Annotation[] },
+  id: (index: number) => string,
+  lengths: Uint32Array,
+  window: { recencyWindow: number; recencyStart: number },
+  tag: (info: ReferenceInfo) => string,
+  contents: readonly string[],
+): Promise<WholePlan> {
+  const tagged = await drainPaced(tagCandidates(found, id, lengths, window, tag, true));
+  return planOf(await shorterInTokensAsync(tagged.candidates, contents), tagged.keptInWindow);
+}
+
+/**
+ * Each annotation outside the recency window with its tag: the candidate replacements (with
+ * `shorter`, only those whose tag is shorter in UTF-16 units), in annotation order. In steps.
+ */
+function* tagCandidates(
+  found: { exact: readonly Annotation[]; fuzzy: readonly Annotation[] },
+  id: (index: number) => string,
+  lengths: Uint32Array,
+  window: { recencyWindow: number; recencyStart: number },
+  tag: (info: ReferenceInfo) => string,
+  shorter: boolean,
+): Steps<{ candidates: WholeReplacement[]; keptInWindow: number }> {
   const candidates: WholeReplacement[] = [];
+  let keptInWindow = 0;
   const add = (a: Annotation, kind: MatchKind): void => {
     if (inRecencyWindow(a.index, window.recencyWindow, window.recencyStart)) {
-      plan.keptInWindow++;
+      keptInWindow++;
       return;
     }
     const info: ReferenceInfo = { kind, id: id(a.index), keepId: id(a.duplicateOfIndex), chars: a.contentLength };
@@ -440,10 +473,23 @@ export function decide(
     if (a.similarity !== undefined) r.similarity = a.similarity;
     if (r.charsSaved > 0 || !shorter) candidates.push(r);
   };
-  for (const a of found.exact) add(a, 'exact');
-  for (const a of found.fuzzy) add(a, 'near');
-  const kept = contents === undefined ? candidates : shorterInTokens(candidates, contents);
-  for (const r of kept) {
+  let k = 0;
+  for (const [annotations, kind] of [
+    [found.exact, 'exact'],
+    [found.fuzzy, 'near'],
+  ] as const) {
+    for (const a of annotations) {
+      if (++k % STEP_ITEMS === 0) yield;
+      add(a, kind);
+    }
+  }
+  return { candidates, keptInWindow };
+}
+
+/** The plan of these replacements (in any order) and its totals. @internal */
+export function planOf(replacements: readonly WholeReplacement[], keptInWindow: number): WholePlan {
+  const plan: WholePlan = { replacements: [], exact: 0, near: 0, keptInWindow, charsSaved: 0 };
+  for (const r of replacements) {
     plan.replacements.push(r);
     plan.charsSaved += r.charsSaved;
     if (r.kind === 'exact') plan.exact++;
@@ -472,6 +518,22 @@ function shorterInTokens(candidates: WholeReplacement[], contents: readonly stri
   return candidates.filter((_, k) => (messages[k] as number) > (tags[k] as number));
 }
 
+/** {@link shorterInTokens}, counted on a libuv thread. */
+async function shorterInTokensAsync(candidates: WholeReplacement[], contents: readonly string[]): Promise<WholeReplacement[]> {
+  if (candidates.length === 0) return candidates;
+  const o200k = native.TokenEncoding.O200kBase;
+  const tags = await native.countTokensBatchAsync(
+    candidates.map((r) => r.tag),
+    o200k,
+  );
+  const messages = await native.countTokensBatchUpToAsync(
+    candidates.map((r) => contents[r.index] as string),
+    tags,
+    o200k,
+  );
+  return candidates.filter((_, k) => (messages[k] as number) > (tags[k] as number));
+}
+
 /**
  * The messages with the plan's replacements applied (`replace` builds a replaced message from
  * its original), and the originals by `key` (the verbatim map). @internal
@@ -483,9 +545,22 @@ export function rewrite<M>(
   /** The verbatim key of `original`, message `index`. */
   key: (original: M, index: number) => string,
 ): { messages: M[]; verbatim: Record<string, M> } {
+  return drain(rewriteSteps(messages, plan, replace, key));
+}
+
+/** {@link rewrite} in steps of {@link STEP_ITEMS} replacements ({@link drainPaced}). @internal */
+export function* rewriteSteps<M>(
+  messages: readonly M[],
+  plan: WholePlan,
+  replace: (original: M, r: WholeReplacement) => M,
+  key: (original: M, index: number) => string,
+): Steps<{ messages: M[]; verbatim: Record<string, M> }> {
   const out = messages.slice();
   const entries: [string, M][] = [];
-  for (const r of plan.replacements) {
+  const replacements = plan.replacements;
+  for (let k = 0; k < replacements.length; k++) {
+    if (k > 0 && k % STEP_ITEMS === 0) yield;
+    const r = replacements[k] as WholeReplacement;
     const original = messages[r.index] as M;
     out[r.index] = replace(original, r);
     entries.push([key(original, r.index), original]);

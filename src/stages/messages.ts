@@ -30,6 +30,7 @@ import {
 } from '../validation.js';
 import { native, type NativeBlockOptions, type NativeBlocks } from '../native.js';
 import { deprecatedAlias } from '../deprecated.js';
+import { drain, drainPaced, flatten, STEP_ITEMS, type Steps } from '../pacing.js';
 import {
   applyBlocks,
   markedMetadata,
@@ -47,10 +48,12 @@ import {
   analyzePacked,
   ASYNC_MIN_UNITS,
   decide,
+  decideAsync,
+  planOf,
   recencyStartOf,
   referenceTag,
   TAG_FIELDS,
-  rewrite,
+  rewriteSteps,
   SUMMARY_PREFIX_UNITS,
   SUMMARY_PREFIXES,
   unpack,
@@ -60,6 +63,7 @@ import {
   type MatchKind,
   type NativeAnalyzeOptions,
   type ReferenceInfo,
+  type WholePlan,
   type WholeReplacement,
 } from './message-analysis.js';
 
@@ -425,12 +429,27 @@ function plan(messages: unknown, options: DedupeMessagesOptions | undefined): Pl
   };
 }
 
-function apply<M extends MessageFields>(p: Plan, found: { exact: Annotation[]; fuzzy: Annotation[] }): DedupeMessagesResult<M> {
-  const messages = p.messages as unknown as M[];
+/** The whole-message decisions of `found`. */
+function wholePlan(p: Plan, found: { exact: Annotation[]; fuzzy: Annotation[] }): WholePlan {
   // keep 'earliest' (the cache-safe mode) is net positive; 'latest' keeps CCE's analysis.
   const netPositive = p.native.keep === 'earliest' ? p.input.contents : undefined;
-  const plan = decide(found, (i) => p.ids[i] as string, p.input.lengths, p, p.reference, netPositive, true);
-  const { messages: out, verbatim } = rewrite(
+  return decide(found, (i) => p.ids[i] as string, p.input.lengths, p, p.reference, netPositive, true);
+}
+
+/** {@link wholePlan}, its token counts taken off the JS thread. */
+async function wholePlanAsync(p: Plan, found: { exact: Annotation[]; fuzzy: Annotation[] }): Promise<WholePlan> {
+  if (p.native.keep !== 'earliest') return wholePlan(p, found);
+  return decideAsync(found, (i) => p.ids[i] as string, p.input.lengths, p, p.reference, p.input.contents);
+}
+
+function apply<M extends MessageFields>(p: Plan, plan: WholePlan): DedupeMessagesResult<M> {
+  return drain(applySteps<M>(p, plan));
+}
+
+/** {@link apply} in steps ({@link drainPaced}: the async variant lets the event loop run). */
+function* applySteps<M extends MessageFields>(p: Plan, plan: WholePlan): Steps<DedupeMessagesResult<M>> {
+  const messages = p.messages as unknown as M[];
+  const { messages: out, verbatim } = yield* rewriteSteps(
     messages,
     plan,
     (original, r) => {
@@ -441,7 +460,9 @@ function apply<M extends MessageFields>(p: Plan, found: { exact: Annotation[]; f
     },
     (_, index) => p.ids[index] as string,
   );
-  const decisions: MessageDecision[] = plan.replacements.map((r) => {
+  const decisions: MessageDecision[] = [];
+  for (const r of plan.replacements) {
+    if (decisions.length % STEP_ITEMS === STEP_ITEMS - 1) yield;
     const decision: WholeMessageDecision = {
       index: r.index,
       id: p.ids[r.index] as string,
@@ -453,8 +474,8 @@ function apply<M extends MessageFields>(p: Plan, found: { exact: Annotation[]; f
       charsSaved: r.charsSaved,
     };
     if (r.similarity !== undefined) decision.similarity = r.similarity;
-    return decision;
-  });
+    decisions.push(decision);
+  }
   const charsBefore = p.input.units;
   const whole = new WholeTokens(plan.replacements, p.input.contents);
   const result: DedupeMessagesResult<M> = {
@@ -501,15 +522,17 @@ const NO_KEEPER = 0xffffffff;
  * The whole-message result without the duplicates the block pass kept as messages: their keeper
  * was rewritten, so a tag would name text the model no longer sees in full.
  */
-function withoutKept<M extends MessageFields>(
-  p: Plan,
-  result: DedupeMessagesResult<M>,
-  analysis: { exact: Annotation[]; fuzzy: Annotation[] },
-  found: NativeBlocks,
-): DedupeMessagesResult<M> {
+function* withoutKept<M extends MessageFields>(p: Plan, result: DedupeMessagesResult<M>, plan: WholePlan, found: NativeBlocks): Steps<DedupeMessagesResult<M>> {
   if (found.keptDuplicates.length === 0) return result;
   const kept = new Set(found.keptDuplicates);
-  return apply<M>(p, { exact: analysis.exact.filter((a) => !kept.has(a.index)), fuzzy: analysis.fuzzy });
+  // Each replacement was decided on its own: the others stand as they are.
+  return yield* applySteps<M>(
+    p,
+    planOf(
+      plan.replacements.filter((r) => !kept.has(r.index)),
+      plan.keptInWindow,
+    ),
+  );
 }
 
 /**
@@ -521,8 +544,13 @@ function withoutKept<M extends MessageFields>(
  * built on first read, all runs counted in one batch ({@link BlockReport}), as lazy properties
  * that read exactly as stored values would ({@link lazyProperty}).
  */
-function withBlocks<M extends MessageFields>(p: Plan, result: DedupeMessagesResult<M>, found: NativeBlocks, ids: readonly string[]): DedupeMessagesResult<M> {
-  applyBlocks(p.messages as unknown as M[], result.messages, result.verbatim, found, p.input.contents, p.ids);
+function* withBlocks<M extends MessageFields>(
+  p: Plan,
+  result: DedupeMessagesResult<M>,
+  found: NativeBlocks,
+  ids: readonly string[],
+): Steps<DedupeMessagesResult<M>> {
+  yield* applyBlocks(p.messages as unknown as M[], result.messages, result.verbatim, found, p.input.contents, p.ids);
   if (found.message.length === 0) return result;
   const report = new BlockReport(found, ids, p.input.contents);
   const counter = wholeTokens.get(result) as WholeTokens;
@@ -581,11 +609,11 @@ export function dedupeMessagesCounted<M extends MessageFields>(
   const p = plan(messages, options);
   const { contents, lengths, blocked } = p.input;
   // `blocked` holds 0 or 1 only: as packed flags it blocks, and excludes nothing else.
-  const analysis = unpack(analyzePacked(contents, lengths, blocked, p.native));
-  const result = apply<M>(p, analysis);
+  const decided = wholePlan(p, unpack(analyzePacked(contents, lengths, blocked, p.native)));
+  const result = apply<M>(p, decided);
   if (p.blocks === undefined) return result;
   const found = native.dedupeBlocksSync(contents, p.ids, ...blockInput(p, result.decisions, countInPass));
-  return withBlocks(p, withoutKept(p, result, analysis, found), found, p.ids);
+  return drain(withBlocks(p, drain(withoutKept(p, result, decided, found)), found, p.ids));
 }
 
 /**
@@ -613,20 +641,23 @@ export async function dedupeMessagesAsyncCounted<M extends MessageFields>(
 ): Promise<DedupeMessagesResult<M>> {
   const p = plan(messages, options);
   const { contents, units } = p.input;
-  const analysis = await analyze(p.input, false, p.native);
   const inline = units <= ASYNC_MIN_UNITS;
+  if (!inline) await drainPaced(flatten(contents));
+  const analysis = await analyze(p.input, false, p.native);
   // Off the JS thread, the whole-message replacements' tokens are counted there too.
   const counted = async (result: DedupeMessagesResult<M>): Promise<DedupeMessagesResult<M>> => {
     if (countTotal) await (wholeTokens.get(result) as WholeTokens).count();
     return result;
   };
-  const whole = apply<M>(p, analysis);
+  const decided = inline ? wholePlan(p, analysis) : await wholePlanAsync(p, analysis);
+  const whole = inline ? apply<M>(p, decided) : await drainPaced(applySteps<M>(p, decided));
   if (p.blocks === undefined) return inline ? whole : counted(whole);
   const ids = p.ids;
   const input = blockInput(p, whole.decisions, countInPass || !inline);
   const found = inline ? native.dedupeBlocksSync(contents, ids, ...input) : await native.dedupeBlocksAsync(contents, ids, ...input);
-  const final = withoutKept(p, whole, analysis, found);
-  return withBlocks(p, inline ? final : await counted(final), found, ids);
+  if (inline) return drain(withBlocks(p, drain(withoutKept(p, whole, decided, found)), found, ids));
+  const final = await counted(await drainPaced(withoutKept(p, whole, decided, found)));
+  return drainPaced(withBlocks(p, final, found, ids));
 }
 
 /**

@@ -10,6 +10,7 @@ import {
   countTokens,
   DEFAULT_TEMPLATES,
   dedupeMessages,
+  ASYNC_MIN_UNITS,
   dedupeMessagesAsync,
   restoreMessages,
   type DedupeMessagesOptions,
@@ -901,6 +902,68 @@ describe('dedupeMessagesAsync', () => {
       expect(r).toStrictEqual(sync);
       checkResult(input, r, options);
     }
+  });
+
+  /**
+   * Past ASYNC_MIN_UNITS the analysis, the token counts and the block pass run off the JS thread
+   * and the result is built in steps: the same result as the sync call all the same. Files re-read
+   * whole (exact), re-read after an edit (blocks), and a copy of a file the pass rewrote (kept as a
+   * message: its tag would name text no longer there in full).
+   */
+  it('gives the same result as the sync call on a batch large enough to run off the JS thread', async () => {
+    const input: Message[] = [];
+    for (let i = 0; i < 700; i++) {
+      const file = text(`file ${i % 40}`, 14);
+      const content = i % 3 === 0 ? file : i % 3 === 1 ? `${file}\nedit ${i}` : `${text(`file ${(i + 7) % 40}`, 14)}\n${text(`note ${i}`, 3)}`;
+      input.push(msg(`m${i}`, content, { role: 'tool' }));
+    }
+    expect(input.reduce((n, m) => n + (m.content as string).length, 0)).toBeGreaterThan(ASYNC_MIN_UNITS);
+    for (const options of [{ keep: 'earliest' as const }, { keep: 'earliest' as const, blocks: true }, { near: true }, {}]) {
+      const sync = dedupeMessages(input, options);
+      const r = await dedupeMessagesAsync(input, options);
+      expect(r).toStrictEqual(sync);
+      expect(r.decisions.length).toBeGreaterThan(100);
+    }
+  });
+
+  /**
+   * Building 20,000 replaced messages takes a while (here: a slow getter on every message, which
+   * the result copies): the async call lets the event loop run meanwhile, not only while the
+   * native work runs on other threads. It used to build the whole result in one stretch: every
+   * read of the getter happened in the same turn of the loop.
+   */
+  it('lets the event loop run while it builds a large result', async () => {
+    let turn = 0;
+    let running = true;
+    const tick = (): void => {
+      turn++;
+      if (running) setImmediate(tick);
+    };
+    const readIn = new Set<number>();
+    const input: Message[] = [];
+    const file = text('shared', 14);
+    for (let i = 0; i < 20_000; i++) {
+      const m = msg(`m${i}`, file, { role: 'tool' });
+      Object.defineProperty(m, 'slow', {
+        enumerable: true,
+        get() {
+          readIn.add(turn);
+          const until = performance.now() + 0.02;
+          while (performance.now() < until) {
+            // Busy: a field that costs 20 microseconds to read.
+          }
+          return i;
+        },
+      });
+      input.push(m);
+    }
+    const pending = dedupeMessagesAsync(input, { keep: 'earliest' });
+    setImmediate(tick);
+    const r = await pending;
+    running = false;
+    expect(r.decisions).toHaveLength(19_999);
+    // About 400 ms of reads, in turns of a few milliseconds each.
+    expect(readIn.size).toBeGreaterThan(20);
   });
 
   it('later changes to the input array do not change the result (documented: "later changes to the input do not matter")', async () => {

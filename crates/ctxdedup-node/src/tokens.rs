@@ -54,9 +54,12 @@ pub fn count_tokens_batch(
     Uint32Array::new(counts)
 }
 
-/// [`count_tokens_batch`] on a libuv worker thread (the texts are copied first).
+/// [`count_tokens_batch`] or [`count_tokens_batch_up_to`] on a libuv worker thread (the texts
+/// are copied first).
 pub struct CountTask {
     texts: Utf16Arena,
+    /// One stop per text, or empty: count in full.
+    stops: Vec<u32>,
     encoding: Encoding,
 }
 
@@ -67,8 +70,13 @@ impl Task for CountTask {
 
     fn compute(&mut self) -> Result<Self::Output> {
         crate::guarded("counting tokens", || {
-            Ok((0..self.texts.count())
-                .map(|i| to_u32(count_utf16(self.encoding, self.texts.get(i))))
+            let (texts, encoding) = (&self.texts, self.encoding);
+            Ok((0..texts.count())
+                .map(|i| match self.stops.get(i) {
+                    Some(&stop) => count_utf16_up_to(encoding, texts.get(i), stop as usize),
+                    None => count_utf16(encoding, texts.get(i)),
+                })
+                .map(to_u32)
                 .collect())
         })
     }
@@ -93,8 +101,36 @@ pub fn count_tokens_batch_async(
 ) -> AsyncTask<CountTask> {
     AsyncTask::new(CountTask {
         texts: texts.to_arena(),
+        stops: Vec::new(),
         encoding: encoding.into(),
     })
+}
+
+/// The one entry of `stops` per text [`count_tokens_batch_up_to`] requires.
+fn check_stops(texts: &JsStrings, stops: &[u32]) -> Result<()> {
+    if stops.len() == texts.count() {
+        Ok(())
+    } else {
+        Err(Error::new(
+            Status::InvalidArg,
+            "stops must have one entry per text",
+        ))
+    }
+}
+
+/// [`count_tokens_batch_up_to`] off the JS thread.
+#[napi(catch_unwind)]
+pub fn count_tokens_batch_up_to_async(
+    #[napi(ts_arg_type = "string[]")] texts: JsStrings,
+    stops: &[u32],
+    encoding: TokenEncoding,
+) -> Result<AsyncTask<CountTask>> {
+    check_stops(&texts, stops)?;
+    Ok(AsyncTask::new(CountTask {
+        texts: texts.to_arena(),
+        stops: stops.to_vec(),
+        encoding: encoding.into(),
+    }))
 }
 
 /// Each text's count, counted only until it exceeds its `stops` entry
@@ -106,12 +142,7 @@ pub fn count_tokens_batch_up_to(
     stops: &[u32],
     encoding: TokenEncoding,
 ) -> Result<Uint32Array> {
-    if stops.len() != texts.count() {
-        return Err(Error::new(
-            Status::InvalidArg,
-            "stops must have one entry per text",
-        ));
-    }
+    check_stops(&texts, stops)?;
     let encoding = encoding.into();
     let counts = (0..texts.count())
         .map(|i| {

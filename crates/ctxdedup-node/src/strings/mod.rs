@@ -222,7 +222,11 @@ impl JsStrings {
         let total: usize = self.lengths.iter().sum();
         // Spare units for the terminator napi writes and the length check after the last content.
         let mut buffer = buffer_pool::take(total + 2);
-        buffer.reserve(total + 2);
+        if buffer.capacity() < total + 2 {
+            buffer.reserve(total + 2);
+            // Fresh memory, not touched yet: huge pages for it (fewer faults while copying).
+            ctxdedup_core::huge_pages::advise(&buffer);
+        }
         let mut arena = Utf16Arena::from_buffer(buffer, self.values.len());
         for (i, &len) in self.lengths.iter().enumerate() {
             arena.push_with(len + 2, |room| {
