@@ -41,6 +41,8 @@ export {
 export {
   expandMessages,
   DEFAULT_BLOCK_TEMPLATES,
+  DEFAULT_EXPAND_MAX_CHARS,
+  type ExpandMessagesOptions,
   type BlockOptions,
   type BlockDecision,
   type BlockNumbering,

@@ -5,7 +5,19 @@
  * messages, decisions and markers, and expands a rewritten conversation from its output alone.
  * @module
  */
-import { aliased, describe, expectArray, expectKnownKeys, expectObject, optionalNumber, rangeError, setOwn, show, typeError } from '../validation.js';
+import {
+  aliased,
+  describe,
+  expectArray,
+  expectKnownKeys,
+  expectObject,
+  expectOptions,
+  optionalNumber,
+  rangeError,
+  setOwn,
+  show,
+  typeError,
+} from '../validation.js';
 import type { NativeBlockOptions, NativeBlocks, TemplateKind } from '../native.js';
 import { native } from '../native.js';
 import { utf16 } from './message-analysis.js';
@@ -441,7 +453,43 @@ function numberPrefix(n: BlockNumbering, number: number): string {
   return String(number).padStart(n.width, ' ') + n.separator;
 }
 
-function expandBlocks(content: string, marker: BlocksMarker, path: string, outputOf: (id: string, at: string) => string[]): string {
+/** A message's output text as references read it: its lines and where each starts. */
+interface OutputLines {
+  content: string;
+  lines: string[];
+  /** `starts[k]`: offset of line `k`; `starts[lines.length]` is `content.length + 1`. */
+  starts: number[];
+}
+
+function outputLinesOf(content: string): OutputLines {
+  const lines = content.split('\n');
+  const starts = new Array<number>(lines.length + 1);
+  let at = 0;
+  for (let k = 0; k < lines.length; k++) {
+    starts[k] = at;
+    at += (lines[k] as string).length + 1;
+  }
+  starts[lines.length] = at;
+  return { content, lines, starts };
+}
+
+/** The characters {@link expandMessages} may still build (`maxChars` minus what it built). */
+interface Budget {
+  left: number;
+  max: number;
+}
+
+function spend(budget: Budget, chars: number, at: string): void {
+  budget.left -= chars;
+  if (budget.left < 0) {
+    rangeError(at, `expands past maxChars (${budget.max} characters in all block references); pass a larger maxChars to expand it`);
+  }
+}
+
+/** Most characters a numbered line's regenerated prefix can add (padding, 9 digits, separator). */
+const MAX_NUMBER_PREFIX = 16 + 9 + 1;
+
+function expandBlocks(content: string, marker: BlocksMarker, path: string, outputOf: (id: string, at: string) => OutputLines, budget: Budget): string {
   const lines = content.split('\n');
   const byLine = new Map<number, BlockReference>();
   const refs: unknown = marker.references;
@@ -451,30 +499,58 @@ function expandBlocks(content: string, marker: BlocksMarker, path: string, outpu
     expectObject(ref, `${path}.references[${r}]`);
     byLine.set(ref.line, ref);
   }
-  const expanded: string[] = [];
+  // Pieces joined by line breaks: verbatim lines, and one piece per reference.
+  const pieces: string[] = [];
   for (let i = 0; i < lines.length; i++) {
     const ref = byLine.get(i);
     if (ref === undefined) {
-      expanded.push(lines[i] as string);
+      pieces.push(lines[i] as string);
       continue;
     }
     const at = `${path}.references (line ${i})`;
     const target = outputOf(ref.target, at);
-    if (!Number.isInteger(ref.from) || !Number.isInteger(ref.lines) || ref.from < 1 || ref.from - 1 + ref.lines > target.length) {
-      rangeError(at, `points at lines ${show(ref.from)}+${show(ref.lines)} of ${show(ref.target)}, which has ${target.length}`);
+    const count = target.lines.length;
+    if (!Number.isInteger(ref.from) || !Number.isInteger(ref.lines) || ref.from < 1 || ref.lines < 1 || ref.from - 1 + ref.lines > count) {
+      rangeError(at, `points at lines ${show(ref.from)}+${show(ref.lines)} of ${show(ref.target)}, which has ${count}`);
     }
+    const first = ref.from - 1;
+    const end = first + ref.lines;
+    // The target span's characters, line breaks between its lines included.
+    const span = (target.starts[end] as number) - (target.starts[first] as number) - 1;
+    const n = ref.numbered;
+    if (n === undefined) {
+      spend(budget, span, at);
+      pieces.push(target.content.slice(target.starts[first], (target.starts[end] as number) - 1));
+      continue;
+    }
+    spend(budget, span + ref.lines * MAX_NUMBER_PREFIX, at);
+    const numbered = new Array<string>(ref.lines);
     for (let t = 0; t < ref.lines; t++) {
-      const source = target[ref.from - 1 + t] as string;
-      const n = ref.numbered;
-      if (n === undefined) expanded.push(source);
-      else expanded.push(numberPrefix(n, n.first + t) + (n.targetFirst === undefined ? source : source.slice(numberPrefix(n, n.targetFirst + t).length)));
+      const source = target.lines[first + t] as string;
+      numbered[t] = numberPrefix(n, n.first + t) + (n.targetFirst === undefined ? source : source.slice(numberPrefix(n, n.targetFirst + t).length));
     }
+    pieces.push(numbered.join('\n'));
   }
-  return expanded.join('\n');
+  return pieces.join('\n');
 }
 
 /** The `kind` of every replacement marker ({@link ReplacementMarker}). */
 const MARKER_KINDS: ReadonlySet<unknown> = new Set(['exact', 'near', 'blocks']);
+
+/** Options of {@link expandMessages}. */
+export interface ExpandMessagesOptions {
+  /**
+   * Most characters (UTF-16 code units) the block references may expand to, in all: past it,
+   * `expandMessages` throws a `RangeError` before building more. An output from an untrusted
+   * source can name the same long span many times; this bounds what such an output costs.
+   * Default 2^28 (268,435,456: 512 MiB of text). Exact duplicates share their keeper's string
+   * and do not count.
+   */
+  maxChars?: number;
+}
+
+/** {@link ExpandMessagesOptions.maxChars} by default. */
+export const DEFAULT_EXPAND_MAX_CHARS = 2 ** 28;
 
 /**
  * Rebuilds the original conversation from a deduplicated one alone, without the verbatim map:
@@ -483,28 +559,34 @@ const MARKER_KINDS: ReadonlySet<unknown> = new Set(['exact', 'near', 'blocks']);
  * expanded: use {@link restoreMessages} with the verbatim map for those.
  *
  * @throws TypeError if `messages` is not an array of messages; RangeError if a reference names a
- *   message or lines that are not in `messages`, or a message is a near-duplicate replacement.
+ *   message or lines that are not in `messages`, a message is a near-duplicate replacement, or
+ *   the block references expand past `maxChars`.
  * @example
  * const { messages } = dedupeMessages(conversation, { keep: 'earliest', blocks: true });
  * expandMessages(messages); // deep-equals conversation
  */
-export function expandMessages<M extends Identified>(messages: readonly M[]): M[] {
+export function expandMessages<M extends Identified>(messages: readonly M[], options?: ExpandMessagesOptions): M[] {
   expectArray(messages, 'messages');
+  expectOptions(options);
+  const o = (options ?? {}) as Record<string, unknown>;
+  expectKnownKeys(o, 'options', ['maxChars']);
+  const max = optionalNumber(o['maxChars'], 'options.maxChars', DEFAULT_EXPAND_MAX_CHARS, { min: 0 });
+  const budget: Budget = { left: max, max };
   const index = new Map<string, number>();
-  const split = new Map<number, string[]>();
+  const split = new Map<number, OutputLines>();
   for (let i = 0; i < messages.length; i++) {
     const m: unknown = messages[i];
     expectObject(m, `messages[${i}]`);
     if (typeof m['id'] === 'string' && !index.has(m['id'])) index.set(m['id'], i);
   }
-  const outputLines = (id: string, at: string): string[] => {
+  const outputLines = (id: string, at: string): OutputLines => {
     const i = index.get(id);
     if (i === undefined) rangeError(at, `names ${show(id)}, which is not in messages`);
     let lines = split.get(i);
     if (lines === undefined) {
       const content = (messages[i] as M).content;
       if (typeof content !== 'string') rangeError(at, `names ${show(id)}, whose content is not a string`);
-      lines = content.split('\n');
+      lines = outputLinesOf(content);
       split.set(i, lines);
     }
     return lines;
@@ -522,7 +604,7 @@ export function expandMessages<M extends Identified>(messages: readonly M[]): M[
     let content: string;
     if (marker['kind'] === 'blocks') {
       if (typeof message.content !== 'string') typeError(`messages[${i}].content`, `must be a string, got ${describe(message.content)}`);
-      content = expandBlocks(message.content, marker as unknown as BlocksMarker, path, outputLines);
+      content = expandBlocks(message.content, marker as unknown as BlocksMarker, path, outputLines, budget);
     } else if (marker['kind'] === 'exact') {
       const of = marker['duplicateOf'];
       if (typeof of !== 'string') typeError(`${path}.duplicateOf`, `must be a string, got ${describe(of)}`);

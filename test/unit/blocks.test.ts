@@ -10,6 +10,7 @@ import {
   dedupeMessages,
   dedupeMessagesAsync,
   expandMessages,
+  DEFAULT_EXPAND_MAX_CHARS,
   restoreMessages,
   type BlockDecision,
   type BlocksMarker,
@@ -443,5 +444,37 @@ describe('block dedup: adversarial input stays bounded', () => {
     const r = dedupeMessages(input, BLOCKS);
     expect(r.stats.blockReferences).toBe(19_999);
     expect(expandMessages(r.messages)).toEqual(input);
+  });
+
+  /**
+   * An output from an untrusted source can name one long span many times: 8,000 references to
+   * all 8,000 lines of one message (a 0.5 MB output) claim 375M characters. expandMessages
+   * refuses past `maxChars` (2^28 by default) before building them; it used to build them all.
+   */
+  it('expandMessages stops at maxChars on a crafted output', () => {
+    const crafted = (n: number): Message[] => {
+      const target = msg('t', Array.from({ length: n }, (_, i) => `l${i}`).join('\n'));
+      const references = Array.from({ length: n }, (_, r) => ({ line: r, lines: n, target: 't', from: 1 }));
+      const content = Array.from({ length: n }, () => '[ref]').join('\n');
+      return [target, msg('x', content, { metadata: { ctxdedup: { kind: 'blocks', references } } })];
+    };
+    const small = crafted(100);
+    const span = (small[0]?.content as string).length;
+    // 100 references of `span` characters, and the 99 line breaks between them.
+    const expanded = expandMessages(small, { maxChars: 100 * span });
+    expect((expanded[1]?.content as string).length).toBe(100 * span + 99);
+    const e = thrown(() => expandMessages(small, { maxChars: 100 * span - 1 }));
+    expect(e).toBeInstanceOf(RangeError);
+    expect(e.message).toMatch(/messages\[1\]\.metadata\.ctxdedup\.references \(line 99\) expands past maxChars \(\d+ characters/);
+    expect(DEFAULT_EXPAND_MAX_CHARS).toBe(2 ** 28);
+    expect(thrown(() => expandMessages(crafted(8000)))).toBeInstanceOf(RangeError);
+  });
+
+  it('expandMessages checks its options', () => {
+    const input = [msg('a', 'x')];
+    expect(thrown(() => expandMessages(input, { maxChar: 5 } as never)).message).toMatch(/options\.maxChar is not an option here/);
+    expect(thrown(() => expandMessages(input, { maxChars: -1 }))).toBeInstanceOf(RangeError);
+    expect(thrown(() => expandMessages(input, { maxChars: '9' } as never))).toBeInstanceOf(TypeError);
+    expect(expandMessages(input, { maxChars: 0 })).toEqual(input);
   });
 });
