@@ -196,7 +196,12 @@ export interface NativeBlocks {
   /** Absent unless `fullCounts`. */
   tokensBefore?: Uint32Array
   tokensAfter: Uint32Array
-  text: Array<string>
+  /**
+   * Every reference's text, one after another: reference `k`'s ends at `textEnd[k]` (one
+   * string, not one per reference: creating each costs more than slicing it in JS).
+   */
+  text: string
+  textEnd: Uint32Array
   /** Whole-message duplicates kept as messages because the pass rewrote their keeper. */
   keptDuplicates: Uint32Array
 }

@@ -320,7 +320,7 @@ export function* applyBlocks<M extends Identified>(
     const references: BlockReference[] = [];
     let at = 0;
     for (; k < count && found.message[k] === index; k++) {
-      const text = found.text[k] as string;
+      const text = found.text.slice(k === 0 ? 0 : found.textEnd[k - 1], found.textEnd[k]);
       rewritten += content.slice(at, found.unitStart[k] as number) + text;
       at = found.unitEnd[k] as number;
       const reference: BlockReference = {
@@ -338,6 +338,11 @@ export function* applyBlocks<M extends Identified>(
     out[index] = { ...original, id: ids[index] as string, content: rewritten, metadata: markedMetadata(original, marker) };
     setOwn(verbatim, ids[index] as string, original);
   }
+}
+
+/** Length of reference `k`'s text. */
+function textLength(found: NativeBlocks, k: number): number {
+  return (found.textEnd[k] as number) - (k === 0 ? 0 : (found.textEnd[k - 1] as number));
 }
 
 function numberingOf(found: NativeBlocks, k: number): BlockNumbering | undefined {
@@ -378,7 +383,7 @@ export class BlockReport {
     const n = found.message.length;
     for (let k = 0; k < n; k++) {
       lines += found.lineCount[k] as number;
-      chars += (found.unitEnd[k] as number) - (found.unitStart[k] as number) - (found.text[k] as string).length;
+      chars += (found.unitEnd[k] as number) - (found.unitStart[k] as number) - textLength(found, k);
     }
     this.references = n;
     this.lines = lines;
@@ -422,7 +427,7 @@ export class BlockReport {
       const from = (f.targetLine[k] as number) + 1;
       const lineStart = (f.lineStart[k] as number) + 1;
       const charsBefore = (f.unitEnd[k] as number) - (f.unitStart[k] as number);
-      const charsAfter = (f.text[k] as string).length;
+      const charsAfter = textLength(f, k);
       const tokensBefore = before[k] as number;
       const tokensAfter = f.tokensAfter[k] as number;
       const decision: BlockDecision = {

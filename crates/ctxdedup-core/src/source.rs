@@ -112,6 +112,22 @@ impl Utf16Arena {
         }
     }
 
+    /// An arena of contents already laid out in `units`: content `i` ends at `ends[i]`.
+    ///
+    /// # Panics
+    /// If `ends` decreases or goes past `units.len()`.
+    pub fn from_parts(units: Vec<u16>, ends: Vec<usize>) -> Self {
+        let mut start = 0;
+        for &end in &ends {
+            assert!(
+                start <= end && end <= units.len(),
+                "arena ends must rise within the units"
+            );
+            start = end;
+        }
+        Self { units, ends }
+    }
+
     /// Gives the unit buffer back (for reuse by [`Utf16Arena::from_buffer`]).
     pub fn into_buffer(self) -> Vec<u16> {
         self.units
@@ -195,5 +211,24 @@ impl<S: Utf16Source> Utf16Source for Subset<'_, S> {
 
     fn same_units(&self, a: usize, b: usize) -> bool {
         self.inner.same_units(self.indices[a], self.indices[b])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Utf16Arena, Utf16Source};
+
+    #[test]
+    fn an_arena_from_parts_reads_like_a_pushed_one() {
+        let units: Vec<u16> = "abcdef".encode_utf16().collect();
+        let arena = Utf16Arena::from_parts(units, vec![2, 2, 6]);
+        assert_eq!(arena, Utf16Arena::from_strs(&["ab", "", "cdef"]));
+        assert_eq!(arena.count(), 3);
+    }
+
+    #[test]
+    #[should_panic(expected = "arena ends must rise within the units")]
+    fn arena_parts_must_fit() {
+        let _ = Utf16Arena::from_parts(vec![1, 2], vec![1, 3]);
     }
 }

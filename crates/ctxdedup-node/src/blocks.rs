@@ -56,7 +56,10 @@ pub struct NativeBlocks {
     /// Absent unless `fullCounts`.
     pub tokens_before: Option<Uint32Array>,
     pub tokens_after: Uint32Array,
-    pub text: Vec<Utf16String>,
+    /// Every reference's text, one after another: reference `k`'s ends at `textEnd[k]` (one
+    /// string, not one per reference: creating each costs more than slicing it in JS).
+    pub text: Utf16String,
+    pub text_end: Uint32Array,
     /// Whole-message duplicates kept as messages because the pass rewrote their keeper.
     pub kept_duplicates: Uint32Array,
 }
@@ -193,10 +196,15 @@ fn to_js(blocks: Blocks) -> NativeBlocks {
             .collect::<Option<Vec<u32>>>()
             .map(Uint32Array::new),
         tokens_after: column(&|r| r.tokens_after),
-        text: refs
-            .into_iter()
-            .map(|r| Utf16String::from(r.text))
-            .collect(),
+        text_end: Uint32Array::new(
+            refs.iter()
+                .scan(0, |end, r| {
+                    *end += r.text.len();
+                    Some(to_u32(*end))
+                })
+                .collect(),
+        ),
+        text: Utf16String::from(refs.into_iter().flat_map(|r| r.text).collect::<Vec<u16>>()),
         kept_duplicates: Uint32Array::new(kept_duplicates),
     }
 }

@@ -221,33 +221,42 @@ impl JsStrings {
     pub fn to_arena(&self) -> Utf16Arena {
         let total: usize = self.lengths.iter().sum();
         // Spare units for the terminator napi writes and the length check after the last content.
-        let mut buffer = buffer_pool::take(total + 2);
-        if buffer.capacity() < total + 2 {
-            buffer.reserve(total + 2);
+        let room = total + 2;
+        let mut units = buffer_pool::take(room);
+        units.clear();
+        if units.capacity() < room {
+            units.reserve(room);
             // Fresh memory, not touched yet: huge pages for it (fewer faults while copying).
-            ctxdedup_core::huge_pages::advise(&buffer);
+            ctxdedup_core::huge_pages::advise(&units);
         }
-        let mut arena = Utf16Arena::from_buffer(buffer, self.values.len());
+        let base = units.as_mut_ptr();
+        let mut ends = Vec::with_capacity(self.values.len());
+        let mut at = 0usize;
         for (i, &len) in self.lengths.iter().enumerate() {
-            arena.push_with(len + 2, |room| {
-                let mut copied = 0usize;
-                // SAFETY: `values[i]` is a string handle of the current call scope; `room` holds
-                // `len + 2` units, enough for the string, one more unit and napi's terminator.
-                let status = unsafe {
-                    sys::napi_get_value_string_utf16(
-                        self.env,
-                        self.value(i),
-                        room.as_mut_ptr(),
-                        room.len(),
-                        &mut copied,
-                    )
-                };
-                assert_eq!(status, sys::Status::napi_ok, "reading string {i} failed");
-                self.check_length(i, copied, len);
-                copied
-            });
+            let mut copied = 0usize;
+            // SAFETY: `values[i]` is a string handle of the current call scope. The strings
+            // written so far take `at` units (each exactly its recorded length, checked below),
+            // so `at + len + 2 <= total + 2 <= capacity`: the room from `base + at` holds the
+            // string, one more unit and napi's terminator, all inside the allocation. napi
+            // writes at most `len + 2` units there and reports how many it copied.
+            let status = unsafe {
+                sys::napi_get_value_string_utf16(
+                    self.env,
+                    self.value(i),
+                    base.add(at),
+                    len + 2,
+                    &mut copied,
+                )
+            };
+            assert_eq!(status, sys::Status::napi_ok, "reading string {i} failed");
+            self.check_length(i, copied, len);
+            at += copied;
+            ends.push(at);
         }
-        arena
+        // SAFETY: the units below `at` are the strings napi wrote, back to back (the terminator
+        // of each was overwritten by the next string, or lies past `at`), and `at <= capacity`.
+        unsafe { units.set_len(at) };
+        Utf16Arena::from_parts(units, ends)
     }
 }
 
