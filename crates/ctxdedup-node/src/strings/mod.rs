@@ -224,11 +224,9 @@ impl JsStrings {
         let room = total + 2;
         let mut units = buffer_pool::take(room);
         units.clear();
-        if units.capacity() < room {
-            units.reserve(room);
-            // Fresh memory, not touched yet: huge pages for it (fewer faults while copying).
-            ctxdedup_core::huge_pages::advise(&units);
-        }
+        // Not advised onto huge pages: zeroing them made a process's first large call slower
+        // than the faults they save (bench/README.md, run 13).
+        units.reserve(room);
         let base = units.as_mut_ptr();
         let mut ends = Vec::with_capacity(self.values.len());
         let mut at = 0usize;
