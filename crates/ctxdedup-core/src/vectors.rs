@@ -6,7 +6,7 @@
 //! scan first filters with a fast `f32` kernel on unit vectors (SIMD where the CPU has it, both
 //! cores), keeping a margin far above its rounding error, and then rescores the survivors exactly.
 
-use std::collections::HashSet;
+use ahash::AHashSet;
 
 use crate::to_u32;
 use crate::union_find::UnionFind;
@@ -672,6 +672,16 @@ pub fn cluster(embeddings: Embeddings<'_>, threshold: f64, linkage: Linkage) -> 
         .collect()
 }
 
+/// A `u64` whose order is `f64::total_cmp`'s order of `x`.
+fn total_order_key(x: f64) -> u64 {
+    let bits = x.to_bits();
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | (1 << 63)
+    }
+}
+
 /// Exact minimum cosine over all pairs of `members`: the fast kernel finds the approximate
 /// minimum, then only pairs within the kernel's error margin of it are rescored exactly.
 fn min_over_pairs(embeddings: Embeddings<'_>, unit: &[f32], members: &[usize]) -> f64 {
@@ -698,27 +708,30 @@ fn min_over_pairs(embeddings: Embeddings<'_>, unit: &[f32], members: &[usize]) -
 }
 
 fn complete_linkage(n: usize, pairs: &[SimilarPair]) -> Vec<Vec<usize>> {
-    let similar: HashSet<(u32, u32)> = pairs.iter().map(|p| (p.a, p.b)).collect();
-    let mut order: Vec<&SimilarPair> = pairs.iter().collect();
-    order.sort_by(|x, y| {
-        y.similarity
-            .total_cmp(&x.similarity)
-            .then((x.a, x.b).cmp(&(y.a, y.b)))
-    });
+    let key = |a: u32, b: u32| (u64::from(a) << 32) | u64::from(b);
+    let mut similar: AHashSet<u64> = AHashSet::with_capacity(pairs.len());
+    similar.extend(pairs.iter().map(|p| key(p.a, p.b)));
+    // Most similar first, ties by `(a, b)`: one integer key per pair, sorted directly (the
+    // similarity's `f64::total_cmp` order, reversed).
+    let mut order: Vec<(u64, u32, u32)> = pairs
+        .iter()
+        .map(|p| (!total_order_key(p.similarity), p.a, p.b))
+        .collect();
+    order.sort_unstable();
     // Cluster ids are never reused, so a remembered failed join of two ids stays valid until
     // one of them joins something else (and gets a new id).
     let mut cluster_of: Vec<usize> = (0..n).collect();
     let mut members: Vec<Vec<u32>> = (0..to_u32(n)).map(|i| vec![i]).collect();
-    let mut failed: HashSet<(usize, usize)> = HashSet::new();
-    for p in order {
-        let (ca, cb) = (cluster_of[p.a as usize], cluster_of[p.b as usize]);
+    let mut failed: AHashSet<(usize, usize)> = AHashSet::new();
+    for &(_, a, b) in &order {
+        let (ca, cb) = (cluster_of[a as usize], cluster_of[b as usize]);
         if ca == cb || failed.contains(&(ca.min(cb), ca.max(cb))) {
             continue;
         }
         let all_similar = members[ca].iter().all(|&x| {
             members[cb]
                 .iter()
-                .all(|&y| similar.contains(&(x.min(y), x.max(y))))
+                .all(|&y| similar.contains(&key(x.min(y), x.max(y))))
         });
         if !all_similar {
             failed.insert((ca.min(cb), ca.max(cb)));
@@ -826,6 +839,46 @@ mod tests {
         assert_eq!(above.len(), 1);
     }
 
+    /// Greedy complete linkage as documented, written plainly: pairs most similar first (ties by
+    /// `(a, b)`); two clusters join when every cross pair is a similar pair.
+    fn greedy_complete_linkage(n: usize, pairs: &[SimilarPair]) -> Vec<Vec<usize>> {
+        let similar = |x: usize, y: usize| {
+            pairs
+                .iter()
+                .any(|p| (p.a as usize, p.b as usize) == (x.min(y), x.max(y)))
+        };
+        let mut order: Vec<&SimilarPair> = pairs.iter().collect();
+        order.sort_by(|x, y| {
+            y.similarity
+                .total_cmp(&x.similarity)
+                .then((x.a, x.b).cmp(&(y.a, y.b)))
+        });
+        let mut clusters: Vec<Vec<usize>> = (0..n).map(|i| vec![i]).collect();
+        let find = |clusters: &[Vec<usize>], m: usize| clusters.iter().position(|c| c.contains(&m));
+        for p in order {
+            let ca = find(&clusters, p.a as usize).unwrap();
+            let cb = find(&clusters, p.b as usize).unwrap();
+            if ca != cb
+                && clusters[ca]
+                    .iter()
+                    .all(|&x| clusters[cb].iter().all(|&y| similar(x, y)))
+            {
+                let moved = std::mem::take(&mut clusters[cb]);
+                clusters[ca].extend(moved);
+            }
+        }
+        let mut groups: Vec<Vec<usize>> = clusters
+            .into_iter()
+            .filter(|c| c.len() >= 2)
+            .map(|mut c| {
+                c.sort_unstable();
+                c
+            })
+            .collect();
+        groups.sort_unstable_by_key(|g| g[0]);
+        groups
+    }
+
     fn brute_pairs(e: Embeddings<'_>, threshold: f64) -> Vec<(u32, u32)> {
         let mut out = Vec::new();
         for i in 0..e.len() {
@@ -864,6 +917,25 @@ mod tests {
             let got: Vec<(u32, u32)> =
                 similar_pairs(e, threshold).iter().map(|p| (p.a, p.b)).collect();
             prop_assert_eq!(got, brute_pairs(e, threshold));
+        }
+
+        #[test]
+        fn complete_linkage_matches_its_greedy_definition(
+            (data, dim) in vectors(), threshold in 0.3f64..0.99
+        ) {
+            let e = Embeddings::new(&data, dim).unwrap();
+            let pairs = similar_pairs(e, threshold);
+            prop_assert_eq!(complete_linkage(e.len(), &pairs), greedy_complete_linkage(e.len(), &pairs));
+        }
+
+        #[test]
+        fn total_order_keys_sort_as_total_cmp(mut xs in prop::collection::vec(
+            prop_oneof![any::<f64>(), Just(0.0), Just(-0.0), Just(f64::INFINITY), Just(f64::NEG_INFINITY), Just(f64::NAN)], 0..40,
+        )) {
+            let mut by_key = xs.clone();
+            by_key.sort_by_key(|&x| total_order_key(x));
+            xs.sort_by(f64::total_cmp);
+            prop_assert_eq!(by_key.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), xs.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
         }
 
         #[test]
