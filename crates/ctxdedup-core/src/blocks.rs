@@ -1780,6 +1780,20 @@ mod tests {
             }
         }
 
+        /// Makes every `every`-th message (the last of each `every`) an exact copy of an earlier
+        /// one that is not itself a copy, picked by `picks`, and records its keeper.
+        fn add_duplicates(&mut self, picks: &[prop::sample::Index], every: usize) {
+            let n = self.contents.len();
+            self.keeper = vec![NO_KEEPER; n];
+            for (m, pick) in (1..n).zip(picks) {
+                let k = pick.index(m);
+                if self.keeper[k] == NO_KEEPER && m % every == every - 1 {
+                    self.contents[m] = self.contents[k].clone();
+                    self.keeper[m] = to_u32(k);
+                }
+            }
+        }
+
         fn run(&self, options: &BlockOptions) -> (Vec<BlockRef>, Vec<Vec<u16>>) {
             let contents: Vec<&[u16]> = self.contents.iter().map(|c| &c[..]).collect();
             let refs = self.run_with(options, &toy_tokens);
@@ -2107,14 +2121,7 @@ mod tests {
         ) {
             let mut case = case_of(&texts, source, eligible);
             let n = case.contents.len();
-            case.keeper = vec![NO_KEEPER; n];
-            for (m, pick) in (1..n).zip(&picks) {
-                let k = pick.index(m);
-                if case.keeper[k] == NO_KEEPER && m % 2 == 1 {
-                    case.contents[m] = case.contents[k].clone();
-                    case.keeper[m] = to_u32(k);
-                }
-            }
+            case.add_duplicates(&picks, 2);
             let blocks = case.run_blocks(&options, &toy_tokens);
             let rewritten = |m: usize| blocks.refs.iter().any(|r| r.message == m);
             let kept = |m: usize| blocks.kept_duplicates.contains(&to_u32(m));
@@ -2146,15 +2153,7 @@ mod tests {
             table in 0usize..3,
         ) {
             let mut case = case_of(&texts, source, eligible);
-            let n = case.contents.len();
-            case.keeper = vec![NO_KEEPER; n];
-            for (m, pick) in (1..n).zip(&keepers).filter(|(m, _)| m % 3 == 2) {
-                let k = pick.index(m);
-                if case.keeper[k] == NO_KEEPER {
-                    case.contents[m] = case.contents[k].clone();
-                    case.keeper[m] = to_u32(k);
-                }
-            }
+            case.add_duplicates(&keepers, 3);
             // A window index kept from an earlier call, of varying size.
             let warm = Case::new(&["a\nb\nc\nd\ne".repeat(table * 40).as_str()]);
             warm.run_blocks(&small(1, 0), &toy_tokens);
