@@ -423,8 +423,9 @@ export function decide(
 }
 
 /**
- * {@link decide} with the token counts of the net-positive rule taken on a libuv thread (the
- * contents are copied first), so a large batch does not hold the event loop. @internal
+ * {@link decide} with `shorter`, tagging in steps and taking the token counts of the
+ * net-positive rule (with `contents`) on a libuv thread (the contents are copied first), so a
+ * large batch does not hold the event loop. @internal
  */
 export async function decideAsync(
   found: { exact: readonly Annotation[]; fuzzy: readonly Annotation[] },
@@ -432,10 +433,11 @@ export async function decideAsync(
   lengths: Uint32Array,
   window: { recencyWindow: number; recencyStart: number },
   tag: (info: ReferenceInfo) => string,
-  contents: readonly string[],
+  contents?: readonly string[],
 ): Promise<WholePlan> {
   const tagged = await drainPaced(tagCandidates(found, id, lengths, window, tag, true));
-  return planOf(await shorterInTokensAsync(tagged.candidates, contents), tagged.keptInWindow);
+  const kept = contents === undefined ? tagged.candidates : await shorterInTokensAsync(tagged.candidates, contents);
+  return planOf(kept, tagged.keptInWindow);
 }
 
 /**

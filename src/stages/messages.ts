@@ -436,10 +436,10 @@ function wholePlan(p: Plan, found: { exact: Annotation[]; fuzzy: Annotation[] })
   return decide(found, (i) => p.ids[i] as string, p.input.lengths, p, p.reference, netPositive, true);
 }
 
-/** {@link wholePlan}, its token counts taken off the JS thread. */
-async function wholePlanAsync(p: Plan, found: { exact: Annotation[]; fuzzy: Annotation[] }): Promise<WholePlan> {
-  if (p.native.keep !== 'earliest') return wholePlan(p, found);
-  return decideAsync(found, (i) => p.ids[i] as string, p.input.lengths, p, p.reference, p.input.contents);
+/** {@link wholePlan} in steps, its token counts taken off the JS thread. */
+function wholePlanAsync(p: Plan, found: { exact: Annotation[]; fuzzy: Annotation[] }): Promise<WholePlan> {
+  const netPositive = p.native.keep === 'earliest' ? p.input.contents : undefined;
+  return decideAsync(found, (i) => p.ids[i] as string, p.input.lengths, p, p.reference, netPositive);
 }
 
 function apply<M extends MessageFields>(p: Plan, plan: WholePlan): DedupeMessagesResult<M> {
