@@ -491,8 +491,34 @@ function spend(budget: Budget, chars: number, at: string): void {
   }
 }
 
-/** Most characters a numbered line's regenerated prefix can add (padding, 9 digits, separator). */
-const MAX_NUMBER_PREFIX = 16 + 9 + 1;
+/** Length of {@link numberPrefix}`(n, number)`, without building it. */
+function numberPrefixLength(n: BlockNumbering, number: number): number {
+  return Math.max(n.width, String(number).length) + n.separator.length;
+}
+
+/**
+ * The characters a numbered reference expands to (its lines, their regenerated prefixes, the line
+ * breaks between them), after checking the numbering fields that size them. Linear in the lines,
+ * each of which adds at least one character: the work stays within the budget it is charged to.
+ */
+function numberedLength(n: BlockNumbering, target: OutputLines, first: number, lines: number, at: string): number {
+  expectObject(n, `${at}.numbered`);
+  const count = (value: unknown, field: string): void => {
+    if (typeof value !== 'number') typeError(`${at}.numbered.${field}`, `must be a number, got ${describe(value)}`);
+    if (!Number.isSafeInteger(value) || value < 0) rangeError(`${at}.numbered.${field}`, `must be a non-negative integer, got ${show(value)}`);
+  };
+  count(n.first, 'first');
+  count(n.width, 'width');
+  if (n.targetFirst !== undefined) count(n.targetFirst, 'targetFirst');
+  if (typeof n.separator !== 'string') typeError(`${at}.numbered.separator`, `must be a string, got ${describe(n.separator)}`);
+  let chars = lines - 1;
+  for (let t = 0; t < lines; t++) {
+    const source = (target.lines[first + t] as string).length;
+    const removed = n.targetFirst === undefined ? 0 : Math.min(source, numberPrefixLength(n, n.targetFirst + t));
+    chars += numberPrefixLength(n, n.first + t) + source - removed;
+  }
+  return chars;
+}
 
 function expandBlocks(content: string, marker: BlocksMarker, path: string, outputOf: (id: string, at: string) => OutputLines, budget: Budget): string {
   const lines = content.split('\n');
@@ -528,7 +554,7 @@ function expandBlocks(content: string, marker: BlocksMarker, path: string, outpu
       pieces.push(target.content.slice(target.starts[first], (target.starts[end] as number) - 1));
       continue;
     }
-    spend(budget, span + ref.lines * MAX_NUMBER_PREFIX, at);
+    spend(budget, numberedLength(n, target, first, ref.lines, at), at);
     const numbered = new Array<string>(ref.lines);
     for (let t = 0; t < ref.lines; t++) {
       const source = target.lines[first + t] as string;

@@ -470,6 +470,46 @@ describe('block dedup: adversarial input stays bounded', () => {
     expect(thrown(() => expandMessages(crafted(8000)))).toBeInstanceOf(RangeError);
   });
 
+  /**
+   * A numbered reference is charged what it really builds: its marker's own `width`, `separator`
+   * and `first` size every prefix, so a crafted marker cannot slip past maxChars (a width of 2^22
+   * on 64 lines used to exhaust the heap under the default), and a genuine output expands with
+   * maxChars set to exactly what its references build (each numbered line used to be charged 26).
+   */
+  it('expandMessages charges numbered references exactly', () => {
+    const file = (from: number): string =>
+      Array.from({ length: 40 }, (_, i) => `${String(i + from).padStart(6, ' ')}\tconst value${i} = compute(${i});`).join('\n');
+    const input = [msg('read1', file(1)), msg('read2', `header\n${file(101)}\nfooter`)];
+    const out = dedupeMessages(input, BLOCKS);
+    const refs = blockDecisions(out);
+    expect(refs.map((d) => d.numbered !== undefined)).toEqual([true]);
+    const built = refs.reduce((n, d) => n + d.charsBefore, 0);
+    expect(expandMessages(out.messages, { maxChars: built })).toEqual(input);
+    expect(thrown(() => expandMessages(out.messages, { maxChars: built - 1 }))).toBeInstanceOf(RangeError);
+
+    const target = msg('t', 'a\nb\nc\nd');
+    const crafted = (numbered: unknown): Message[] => [
+      target,
+      msg('x', '[ref]', { metadata: { ctxdedup: { kind: 'blocks', references: [{ line: 0, lines: 4, target: 't', from: 1, numbered }] } } }),
+    ];
+    for (const numbered of [
+      { first: 1, width: 2 ** 22, separator: ':' },
+      { first: 1, width: 1, separator: 'S'.repeat(100_000) },
+    ]) {
+      expect(thrown(() => expandMessages(crafted(numbered), { maxChars: 1000 })).message).toMatch(/expands past maxChars/);
+    }
+    for (const numbered of [
+      { first: 'F'.repeat(1000), width: 1, separator: ':' },
+      { first: 1, width: -1, separator: ':' },
+      { first: 1, width: 1, separator: 7 },
+      null,
+    ]) {
+      const e = thrown(() => expandMessages(crafted(numbered)));
+      expect(e.message).toMatch(/numbered/);
+      expect(e instanceof TypeError || e instanceof RangeError).toBe(true);
+    }
+  });
+
   it('expandMessages checks its options', () => {
     const input = [msg('a', 'x')];
     expect(thrown(() => expandMessages(input, { maxChar: 5 } as never)).message).toMatch(/options\.maxChar is not an option here/);
