@@ -13,8 +13,8 @@
 
 use crate::js_text::normalize_line_into;
 use crate::source::Utf16Source;
-use crate::to_u32;
 use crate::union_find::UnionFind;
+use crate::{huge_pages, to_u32};
 use ahash::AHashMap;
 use std::ops::ControlFlow;
 
@@ -127,12 +127,17 @@ thread_local! {
 
 impl LineInterner {
     fn with_capacity(lines: usize, units: usize) -> Self {
-        Self {
+        let interner = Self {
             hasher: ahash::RandomState::new(),
             slots: vec![(0, EMPTY); (2 * lines).next_power_of_two().max(64)],
             ends: Vec::with_capacity(lines),
             units: Vec::with_capacity(units),
-        }
+        };
+        // Fresh memory, not touched yet (the zeroed table too): huge pages for the large ones.
+        huge_pages::advise(&interner.slots);
+        huge_pages::advise(&interner.ends);
+        huge_pages::advise(&interner.units);
+        interner
     }
 
     /// An empty interner for about `lines` lines, reusing the tables of an earlier call on
@@ -203,8 +208,16 @@ impl LineInterner {
             if stored == EMPTY {
                 let id = to_u32(self.ends.len());
                 self.slots[at] = (hash, id + 1);
+                let capacity = (self.units.capacity(), self.ends.capacity());
                 self.units.extend_from_slice(line);
                 self.ends.push(self.units.len());
+                // A grown buffer's pages past the copied ones are not touched yet.
+                if self.units.capacity() != capacity.0 {
+                    huge_pages::advise(&self.units);
+                }
+                if self.ends.capacity() != capacity.1 {
+                    huge_pages::advise(&self.ends);
+                }
                 return id;
             }
             if slot_hash == hash && self.line(stored - 1) == line {
@@ -220,6 +233,7 @@ impl LineInterner {
     )]
     fn grow(&mut self) {
         let doubled = vec![(0, EMPTY); 2 * self.slots.len()];
+        huge_pages::advise(&doubled);
         let old = std::mem::replace(&mut self.slots, doubled);
         let mask = self.slots.len() - 1;
         for (hash, id) in old.into_iter().filter(|&(_, id)| id != EMPTY) {
