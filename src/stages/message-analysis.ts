@@ -10,7 +10,7 @@
  */
 import { compileTemplate } from './template.js';
 import { native, type NativeAnalysis, type NativeAnalyzeOptions } from '../native.js';
-import { drain, drainPaced, STEP_ITEMS, type Steps } from '../pacing.js';
+import { drain, STEP_ITEMS, type Steps } from '../pacing.js';
 
 /** One message found to duplicate another (exact or near). @internal */
 export interface Annotation {
@@ -423,28 +423,12 @@ export function decide(
 }
 
 /**
- * {@link decide} with `shorter`, tagging in steps and taking the token counts of the
- * net-positive rule (with `contents`) on a libuv thread (the contents are copied first), so a
- * large batch does not hold the event loop. @internal
- */
-export async function decideAsync(
-  found: { exact: readonly Annotation[]; fuzzy: readonly Annotation[] },
-  id: (index: number) => string,
-  lengths: Uint32Array,
-  window: { recencyWindow: number; recencyStart: number },
-  tag: (info: ReferenceInfo) => string,
-  contents?: readonly string[],
-): Promise<WholePlan> {
-  const tagged = await drainPaced(tagCandidates(found, id, lengths, window, tag, true));
-  const kept = contents === undefined ? tagged.candidates : await shorterInTokensAsync(tagged.candidates, contents);
-  return planOf(kept, tagged.keptInWindow);
-}
-
-/**
  * Each annotation outside the recency window with its tag: the candidate replacements (with
- * `shorter`, only those whose tag is shorter in UTF-16 units), in annotation order. In steps.
+ * `shorter`, only those whose tag is shorter in UTF-16 units), in annotation order. In steps
+ * ({@link decide} runs them at once; the async message stage lets the event loop run between
+ * them). @internal
  */
-function* tagCandidates(
+export function* tagCandidates(
   found: { exact: readonly Annotation[]; fuzzy: readonly Annotation[] },
   id: (index: number) => string,
   lengths: Uint32Array,
@@ -520,8 +504,11 @@ function shorterInTokens(candidates: WholeReplacement[], contents: readonly stri
   return candidates.filter((_, k) => (messages[k] as number) > (tags[k] as number));
 }
 
-/** {@link shorterInTokens}, counted on a libuv thread. */
-async function shorterInTokensAsync(candidates: WholeReplacement[], contents: readonly string[]): Promise<WholeReplacement[]> {
+/**
+ * The replacements whose tag has fewer o200k_base tokens than the message it replaces, counted
+ * on a libuv thread (the texts are copied first). @internal
+ */
+export async function shorterInTokensAsync(candidates: WholeReplacement[], contents: readonly string[]): Promise<WholeReplacement[]> {
   if (candidates.length === 0) return candidates;
   const o200k = native.TokenEncoding.O200kBase;
   const tags = await native.countTokensBatchAsync(

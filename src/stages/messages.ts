@@ -48,14 +48,15 @@ import {
   analyzePacked,
   ASYNC_MIN_UNITS,
   decide,
-  decideAsync,
   planOf,
   recencyStartOf,
   referenceTag,
   TAG_FIELDS,
   rewriteSteps,
+  shorterInTokensAsync,
   SUMMARY_PREFIX_UNITS,
   SUMMARY_PREFIXES,
+  tagCandidates,
   unpack,
   utf16,
   type Annotation,
@@ -436,10 +437,11 @@ function wholePlan(p: Plan, found: { exact: Annotation[]; fuzzy: Annotation[] })
   return decide(found, (i) => p.ids[i] as string, p.input.lengths, p, p.reference, netPositive, true);
 }
 
-/** {@link wholePlan} in steps, its token counts taken off the JS thread. */
-function wholePlanAsync(p: Plan, found: { exact: Annotation[]; fuzzy: Annotation[] }): Promise<WholePlan> {
-  const netPositive = p.native.keep === 'earliest' ? p.input.contents : undefined;
-  return decideAsync(found, (i) => p.ids[i] as string, p.input.lengths, p, p.reference, netPositive);
+/** {@link wholePlan}, tagging in steps and counting tokens off the JS thread. */
+async function wholePlanAsync(p: Plan, found: { exact: Annotation[]; fuzzy: Annotation[] }): Promise<WholePlan> {
+  const tagged = await drainPaced(tagCandidates(found, (i) => p.ids[i] as string, p.input.lengths, p, p.reference, true));
+  const kept = p.native.keep === 'earliest' ? await shorterInTokensAsync(tagged.candidates, p.input.contents) : tagged.candidates;
+  return planOf(kept, tagged.keptInWindow);
 }
 
 function apply<M extends MessageFields>(p: Plan, plan: WholePlan): DedupeMessagesResult<M> {
