@@ -47,11 +47,21 @@ pub fn count_tokens_batch(
     #[napi(ts_arg_type = "string[]")] texts: JsStrings,
     encoding: TokenEncoding,
 ) -> Uint32Array {
-    let encoding = encoding.into();
-    let counts = (0..texts.count())
-        .map(|i| texts.with_units(i, |units| to_u32(count_utf16(encoding, units))))
-        .collect();
-    Uint32Array::new(counts)
+    Uint32Array::new(counts(&texts, &[], encoding.into()))
+}
+
+/// Each text's count: in full, or only until it exceeds its entry of `stops` when there is one
+/// (`ctxdedup_core::tokens::count_utf16_up_to`). What every batch counter here returns.
+fn counts<S: Utf16Source>(texts: &S, stops: &[u32], encoding: Encoding) -> Vec<u32> {
+    (0..texts.count())
+        .map(|i| {
+            texts.with_units(i, |units| match stops.get(i) {
+                Some(&stop) => count_utf16_up_to(encoding, units, stop as usize),
+                None => count_utf16(encoding, units),
+            })
+        })
+        .map(to_u32)
+        .collect()
 }
 
 /// [`count_tokens_batch`] or [`count_tokens_batch_up_to`] on a libuv worker thread (the texts
@@ -70,14 +80,7 @@ impl Task for CountTask {
 
     fn compute(&mut self) -> Result<Self::Output> {
         crate::guarded("counting tokens", || {
-            let (texts, encoding) = (&self.texts, self.encoding);
-            Ok((0..texts.count())
-                .map(|i| match self.stops.get(i) {
-                    Some(&stop) => count_utf16_up_to(encoding, texts.get(i), stop as usize),
-                    None => count_utf16(encoding, texts.get(i)),
-                })
-                .map(to_u32)
-                .collect())
+            Ok(counts(&self.texts, &self.stops, self.encoding))
         })
     }
 
@@ -143,15 +146,7 @@ pub fn count_tokens_batch_up_to(
     encoding: TokenEncoding,
 ) -> Result<Uint32Array> {
     check_stops(&texts, stops)?;
-    let encoding = encoding.into();
-    let counts = (0..texts.count())
-        .map(|i| {
-            texts.with_units(i, |units| {
-                to_u32(count_utf16_up_to(encoding, units, stops[i] as usize))
-            })
-        })
-        .collect();
-    Ok(Uint32Array::new(counts))
+    Ok(Uint32Array::new(counts(&texts, stops, encoding.into())))
 }
 
 /// Loads an encoding's vocabulary on a libuv thread ([`load_tokenizer`]).
