@@ -2,6 +2,44 @@
 /* eslint-disable */
 
 /**
+ * One search of a batch against a [`NativeNearWindow`] ([`NativeNearWindow::search`]), run
+ * with the same batch. Its own object, so that a run in flight borrows it and not the window
+ * (napi keeps an async call's borrows until its promise settles, and the window must stay free
+ * to change meanwhile).
+ */
+export declare class NativeNearSearch {
+  /**
+   * Near duplicates of `batch`, on the calling thread: per item, the window position of its
+   * match, or the window's length (when the search was made) + the index of the batch item
+   * it matches.
+   */
+  run(batch: string[], exclude: Uint8Array, threshold: number): NativeNearMatches
+  /** Like [`NativeNearSearch::run`], but copies the batch and works off the JS thread. */
+  runAsync(batch: string[], exclude: Uint8Array, threshold: number): Promise<NativeNearMatches>
+}
+
+/**
+ * A window of recent contents, oldest first, held in native memory between calls: a content is
+ * copied in once ([`NativeNearWindow::push`]), and a call copies only its batch.
+ */
+export declare class NativeNearWindow {
+  /** An empty window. */
+  constructor()
+  /** Contents held. */
+  get length(): number
+  /** Appends `contents` (copied), oldest first, as the newest contents. */
+  push(contents: string[]): void
+  /** Drops the `count` oldest contents. */
+  dropOldest(count: number): void
+  /**
+   * A search of `batch` against the window as it is now, without the contents at positions
+   * `skip` (oldest = 0): it takes along the contents that could match (shared, not copied),
+   * so the window may change before it runs. Reads only the first lines of `batch`.
+   */
+  search(batch: string[], exclude: Uint8Array, threshold: number, skip: Uint32Array): NativeNearSearch
+}
+
+/**
  * Exact and/or fuzzy message analysis, synchronously on the calling thread. `lengths` holds
  * each content's `length` (UTF-16 units), measured in JavaScript.
  */
@@ -238,19 +276,13 @@ export interface NativeNearest {
 }
 
 /**
- * Per batch item: the matched position (window index, or window length + batch index), or -1;
- * and the similarity (NaN without a match).
+ * Per batch item: the matched position (a window position, oldest = 0, or the window's length
+ * + a batch index), or -1; and the similarity (NaN without a match).
  */
 export interface NativeNearMatches {
   target: Int32Array
   similarity: Float64Array
 }
-
-/** Near duplicates on the calling thread. */
-export declare function nearDuplicatesInWindow(window: string[], batch: string[], exclude: Uint8Array, threshold: number): NativeNearMatches
-
-/** Like [`near_duplicates_in_window`], but copies the contents and works off the JS thread. */
-export declare function nearDuplicatesInWindowAsync(window: string[], batch: string[], exclude: Uint8Array, threshold: number): Promise<NativeNearMatches>
 
 /** The dedup key of each paragraph (lossless: lone surrogates survive). */
 export declare function paragraphKeys(paragraphs: string[]): Array<string>

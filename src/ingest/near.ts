@@ -78,7 +78,8 @@ export interface NearHit {
 
 interface WindowEntry {
   id: string;
-  content: string;
+  /** Length of the content, in UTF-16 code units (the content itself is held natively). */
+  units: number;
   addedMs: number;
 }
 
@@ -86,61 +87,94 @@ interface WindowEntry {
 const COMPACT_MIN_HEAD = 1024;
 
 /**
- * One namespace's window, oldest first: an array with a head index. Dropping the oldest entry
- * clears its slot and moves the head (O(1)); the array is compacted once the dropped slots are at
- * least half of it, so compaction costs O(1) amortized per drop too (`Array.prototype.shift` would
- * move every remaining entry on each drop: quadratic when a large window evicts many items).
+ * One namespace's window, oldest first. The contents live in native memory
+ * ({@link native.NativeNearWindow}: copied in once, never again per call); this side keeps their
+ * ids, lengths and arrival times in an array with a head index. Dropping the oldest entries
+ * clears their slots and moves the head; the array is compacted once the dropped slots are at
+ * least half of it, so a drop costs O(1) amortized (`Array.prototype.shift` would move every
+ * remaining entry on each drop: quadratic when a large window evicts many items).
  */
 export class NamespaceWindow {
   #slots: (WindowEntry | undefined)[] = [];
   #head = 0;
+  readonly #contents = new native.NativeNearWindow();
+  #inOrder = true;
   ids = new Set<string>();
   units = 0;
+
+  /**
+   * Whether the entries arrived in time order (each `addedMs` at least the one before): then
+   * once the expired ones are dropped from the oldest end, none is left.
+   */
+  get inOrder(): boolean {
+    return this.#inOrder;
+  }
 
   /** Entries held. */
   get length(): number {
     return this.#slots.length - this.#head;
   }
 
-  /** The oldest entry, if any. */
-  oldest(): WindowEntry | undefined {
-    return this.#slots[this.#head];
-  }
-
-  /** Appends the newest entry. */
-  push(entry: WindowEntry): void {
-    this.#slots.push(entry);
-    this.ids.add(entry.id);
-    this.units += entry.content.length;
-  }
-
-  /** The entries, oldest first, that `keep` accepts (a new array). */
-  filter(keep: (entry: WindowEntry) => boolean): WindowEntry[] {
-    const out: WindowEntry[] = [];
-    for (let i = this.#head; i < this.#slots.length; i++) {
-      const entry = this.#slots[i]!;
-      if (keep(entry)) out.push(entry);
+  /** Appends the newest entries, oldest first (their contents are copied into native memory). */
+  push(items: readonly NearCandidate[], addedMs: number): void {
+    if (items.length === 0) return;
+    this.#contents.push(items.map((c) => c.content));
+    const newest = this.#slots[this.#slots.length - 1];
+    if (newest !== undefined && addedMs < newest.addedMs) this.#inOrder = false;
+    for (const { id, content } of items) {
+      this.#slots.push({ id, units: content.length, addedMs });
+      this.ids.add(id);
+      this.units += content.length;
     }
-    return out;
   }
 
-  /** Drops the oldest entry; returns the units freed. */
-  dropOldest(): number {
-    const entry = this.#slots[this.#head];
-    if (entry === undefined) return 0;
-    // Cleared, so that the dropped content can be garbage-collected before the next compaction.
-    this.#slots[this.#head] = undefined;
-    this.#head++;
+  /** Drops the oldest entries while `drop` accepts the oldest one; returns the units freed. */
+  dropWhile(drop: (oldest: WindowEntry) => boolean): number {
+    let freed = 0;
+    let count = 0;
+    for (let entry = this.#slots[this.#head]; entry !== undefined && drop(entry); entry = this.#slots[this.#head]) {
+      // Cleared, so that the entry can be garbage-collected before the next compaction.
+      this.#slots[this.#head] = undefined;
+      this.#head++;
+      this.ids.delete(entry.id);
+      freed += entry.units;
+      count++;
+    }
+    if (count === 0) return 0;
+    this.#contents.dropOldest(count);
     if (this.#head === this.#slots.length) {
       this.#slots = [];
       this.#head = 0;
+      this.#inOrder = true;
     } else if (this.#head >= COMPACT_MIN_HEAD && this.#head * 2 >= this.#slots.length) {
       this.#slots = this.#slots.slice(this.#head);
       this.#head = 0;
     }
-    this.ids.delete(entry.id);
-    this.units -= entry.content.length;
-    return entry.content.length;
+    this.units -= freed;
+    return freed;
+  }
+
+  /**
+   * Near duplicates of `batch` against the entries `offer` accepts (all without it). Returns
+   * the entries held (oldest first: a match's `target` below their count is one of them, at or
+   * above it a batch item) and the native search, whose window contents are fixed when this is
+   * called.
+   */
+  decide(
+    batch: string[],
+    exclude: Uint8Array,
+    threshold: number,
+    offer: ((entry: WindowEntry) => boolean) | undefined,
+    offThread: boolean,
+  ): { held: WindowEntry[]; found: NativeNearMatches | Promise<NativeNearMatches> } {
+    const held = this.#slots.slice(this.#head) as WindowEntry[];
+    const skip: number[] = [];
+    if (offer !== undefined) {
+      for (let i = 0; i < held.length; i++) if (!offer(held[i]!)) skip.push(i);
+    }
+    const search = this.#contents.search(batch, exclude, threshold, Uint32Array.from(skip));
+    const found = offThread ? search.runAsync(batch, exclude, threshold) : search.run(batch, exclude, threshold);
+    return { held, found };
   }
 }
 
@@ -207,11 +241,7 @@ export class NearWindows {
       window = new NamespaceWindow();
       this.#windows.set(namespace, window);
     }
-    if (ttlMs !== undefined) {
-      for (let oldest = window.oldest(); oldest !== undefined && oldest.addedMs + ttlMs <= nowMs; oldest = window.oldest()) {
-        this.#units -= window.dropOldest();
-      }
-    }
+    if (ttlMs !== undefined) this.#units -= window.dropWhile((oldest) => oldest.addedMs + ttlMs <= nowMs);
     // A candidate whose id is already in the window, or repeats the id of an earlier candidate,
     // is a retry: it stays new, is compared with nothing and is no candidate for others.
     const exclude = new Uint8Array(candidates.length);
@@ -220,33 +250,29 @@ export class NearWindows {
       if (window.ids.has(c.id) || seen.has(c.id)) exclude[i] = 1;
       seen.add(c.id);
     });
-    // A copy: the window itself grows below.
-    const targets = window.filter((e) => ttlMs === undefined || e.addedMs + ttlMs > nowMs);
-    const windowContents = targets.map((e) => e.content);
     const batch = candidates.map((c) => c.content);
-    let units = 0;
-    for (const content of windowContents) units += content.length;
+    let units = window.units;
     for (const content of batch) units += content.length;
-    const found: NativeNearMatches =
-      units >= this.#asyncThreshold
-        ? await native.nearDuplicatesInWindowAsync(windowContents, batch, exclude, settings.threshold)
-        : native.nearDuplicatesInWindow(windowContents, batch, exclude, settings.threshold);
+    // Entries past their TTL behind the oldest live one (a clock that went back) are not offered.
+    const live = ttlMs === undefined || window.inOrder ? undefined : (e: WindowEntry) => e.addedMs + ttlMs > nowMs;
+    const { held, found: search } = window.decide(batch, exclude, settings.threshold, live, units >= this.#asyncThreshold);
+    const found = await search;
 
     const hits: (NearHit | undefined)[] = new Array(candidates.length);
+    const added: NearCandidate[] = [];
     for (let i = 0; i < candidates.length; i++) {
       const target = found.target[i]!;
       if (target < 0) {
-        const c = candidates[i]!;
-        if (exclude[i] === 0) {
-          window.push({ id: c.id, content: c.content, addedMs: nowMs });
-          this.#units += c.content.length;
-        }
+        if (exclude[i] === 0) added.push(candidates[i]!);
         continue;
       }
-      const duplicateOf = target < targets.length ? targets[target]!.id : candidates[target - targets.length]!.id;
+      const duplicateOf = target < held.length ? held[target]!.id : candidates[target - held.length]!.id;
       hits[i] = { duplicateOf, similarity: found.similarity[i]! };
     }
-    while (window.length > settings.window) this.#units -= window.dropOldest();
+    const before = window.units;
+    window.push(added, nowMs);
+    this.#units += window.units - before;
+    this.#units -= window.dropWhile(() => window.length > settings.window);
     // Most recently used last; over the memory bound, the least recently used windows shrink first.
     this.#windows.delete(namespace);
     this.#windows.set(namespace, window);
@@ -257,7 +283,11 @@ export class NearWindows {
   #evict(): void {
     for (const [name, window] of this.#windows) {
       if (this.#units <= this.#maxUnits) return;
-      while (window.length > 0 && this.#units > this.#maxUnits) this.#units -= window.dropOldest();
+      let over = this.#units - this.#maxUnits;
+      this.#units -= window.dropWhile((oldest) => {
+        over -= oldest.units;
+        return over + oldest.units > 0;
+      });
       if (window.length === 0) this.#windows.delete(name);
     }
   }

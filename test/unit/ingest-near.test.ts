@@ -116,6 +116,20 @@ describe('IngestIndex near-duplicate mode', () => {
     await index.close();
   });
 
+  it('after the clock went back, an expired item behind a live one is not offered, and the window goes on', async () => {
+    let now = 1_000_000;
+    const index = await IngestIndex.open({ store: 'memory', namespaces: { t: { ttlSeconds: 10, nearDuplicates: {} } }, now: () => now });
+    await index.ingest('t', [{ id: 'a', content: doc('a') }]);
+    now -= 50_000; // the clock goes back: b is added "earlier" than a, behind it in the window
+    await index.ingest('t', [{ id: 'b', content: doc('b') }]);
+    now += 55_000; // a (added at 1,000,000) is live, b (added at 950,000) expired
+    expect(brief(await index.ingest('t', [{ id: 'b2', content: doc('b', 5) }]))).toEqual(['new']);
+    expect(brief(await index.ingest('t', [{ id: 'a2', content: doc('a', 5) }]))).toEqual(['near:a']);
+    // b's own content, new again to the store (its claim expired too): b2 is its nearest live item.
+    expect(brief(await index.ingest('t', [{ id: 'b3', content: doc('b') }]))).toEqual(['near:b2']);
+    await index.close();
+  });
+
   it('bounds the memory of all windows together, shrinking the least recently used first', async () => {
     const size = doc('o1').length; // as long as o2, n1, n2
     const index = await IngestIndex.open({ store: 'memory', nearDuplicates: true, nearWindowMaxChars: 3 * size });
@@ -201,7 +215,9 @@ describe('near-duplicate check: native core vs the pure-JS reference and a naive
   it('the native check equals the JS reference (the benchmark baseline)', () => {
     fc.assert(
       fc.property(fc.array(content, { maxLength: 20 }), fc.array(content, { maxLength: 20 }), fc.constantFrom(0.3, 0.5, 0.75, 0.85, 1), (window, batch, t) => {
-        const found = native.nearDuplicatesInWindow(window, batch, new Uint8Array(batch.length), t);
+        const kept = new native.NativeNearWindow();
+        kept.push(window);
+        const found = kept.search(batch, new Uint8Array(batch.length), t, new Uint32Array(0)).run(batch, new Uint8Array(batch.length), t);
         const expected = refNearDuplicates(window, batch, t);
         expect([...found.target]).toEqual(expected.map((m) => m?.target ?? -1));
         expect([...found.similarity].map((s) => (Number.isNaN(s) ? undefined : s))).toEqual(expected.map((m) => m?.similarity));

@@ -63,31 +63,67 @@ describe('near-duplicate window eviction', () => {
     await index.close();
   });
 
-  it('NamespaceWindow agrees with a plain array under random pushes and drops', () => {
+  it('NamespaceWindow agrees with a plain array under random pushes and drops, natively too', () => {
     const random = mulberry32(7).next;
     const window = new NamespaceWindow();
     const model: { id: string; content: string; addedMs: number }[] = [];
+    // Three lines of its own per entry, so that an exact copy finds exactly its entry.
+    const text = (k: number) => `a ${k}\nb ${k}\nc ${k}${'x'.repeat(k % 7)}`;
     let next = 0;
     for (let step = 0; step < 40_000; step++) {
       // Bursts of pushes and of drops, so that the window grows past and shrinks below compaction sizes.
       const phase = Math.floor(step / 4000) % 2;
-      if (random() < (phase === 0 ? 0.7 : 0.3)) {
-        const entry = { id: `i${next}`, content: 'x'.repeat(next % 7), addedMs: next };
-        next++;
-        window.push(entry);
-        model.push(entry);
+      const r = random();
+      if (r < (phase === 0 ? 0.7 : 0.3)) {
+        const burst = 1 + (next % 3);
+        const items = Array.from({ length: burst }, (_, k) => ({ id: `i${next + k}`, content: text(next + k) }));
+        window.push(items, next);
+        for (const item of items) model.push({ ...item, addedMs: next });
+        next += burst;
       } else {
-        const dropped = model.shift();
-        expect(window.dropOldest()).toBe(dropped?.content.length ?? 0);
+        // Drop 0-2 entries, by a predicate on the oldest as the TTL and size rules do.
+        let n = Math.floor(r * 10) % 3;
+        const dropped = model.splice(0, n);
+        expect(window.dropWhile(() => n-- > 0)).toBe(dropped.reduce((sum, e) => sum + e.content.length, 0));
       }
       if (step % 997 === 0 || model.length === 0) {
         expect(window.length).toBe(model.length);
-        expect(window.oldest()).toBe(model[0]);
-        expect(window.filter(() => true)).toEqual(model);
         expect(window.units).toBe(model.reduce((sum, e) => sum + e.content.length, 0));
         expect([...window.ids].sort()).toEqual(model.map((e) => e.id).sort());
+        // The native contents follow: the entries offered are the model's, and a copy of each
+        // model content is found at its position.
+        const copies = model.map((e) => e.content);
+        const { held, found } = window.decide(copies, new Uint8Array(copies.length), 1, undefined, false);
+        expect(held.map((e) => e.id)).toEqual(model.map((e) => e.id));
+        expect([...(found as { target: Int32Array }).target]).toEqual(model.map((_, i) => i));
       }
     }
-    expect(window.filter((e) => e.addedMs % 2 === 0)).toEqual(model.filter((e) => e.addedMs % 2 === 0));
+  });
+
+  it('the native window holds the contents pushed, in order, and offers only the entries asked for', async () => {
+    const window = new NamespaceWindow();
+    const text = (k: number) => [`first ${k}`, `second ${k}`, `third ${k}`, `fourth ${k}`].join('\n');
+    window.push(
+      [0, 1, 2].map((k) => ({ id: `a${k}`, content: text(k) })),
+      10,
+    );
+    window.push(
+      [3, 4].map((k) => ({ id: `a${k}`, content: text(k) })),
+      20,
+    );
+    expect(window.dropWhile((e) => e.id === 'a0')).toBe(text(0).length);
+    const batch = [text(0), text(1), text(2), text(3), text(4)];
+    const none = new Uint8Array(batch.length);
+    // a0 was dropped: its copy matches nothing in the window, and is then a candidate itself.
+    const everything = window.decide(batch, none, 1, undefined, false);
+    expect(everything.held.map((e) => e.id)).toEqual(['a1', 'a2', 'a3', 'a4']);
+    expect([...(everything.found as { target: Int32Array }).target]).toEqual([-1, 0, 1, 2, 3]);
+    // Offering only the entries added at 20 (as a TTL would): targets are still window positions.
+    const late = window.decide(batch, none, 1, (e) => e.addedMs === 20, true);
+    expect(late.held.map((e) => e.id)).toEqual(['a1', 'a2', 'a3', 'a4']);
+    // The search is fixed when it is called: dropping everything meanwhile changes nothing.
+    window.dropWhile(() => true);
+    expect(window.length).toBe(0);
+    expect([...(await late.found).target]).toEqual([-1, -1, -1, 2, 3]);
   });
 });

@@ -23,6 +23,11 @@
 //! Jaccards, newest candidates first. Only batches where thousands of items share lines without
 //! being near duplicates of one another get that far; an item can then miss its near copy or
 //! match one that is not the most similar, never one below the threshold.
+//!
+//! A caller that keeps its window between calls holds it in a [`NearWindow`]: each content is
+//! copied in once, with its first normalized lines in an index, and a call copies only its batch
+//! and looks only at the contents the index offers (the same answers as [`near_duplicates`] on
+//! the same contents).
 
 use crate::fuzzy::{
     build_members, jaccard, line_doc_freq, may_link, probe_tokens, WorkBounds, FINGERPRINT_LINES,
@@ -32,6 +37,8 @@ use crate::js_text::normalize_line_into;
 use crate::source::Utf16Source;
 use crate::to_u32;
 use ahash::{AHashMap, AHashSet};
+use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// The earlier content a batch item nearly duplicates.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -164,29 +171,16 @@ fn near_duplicates_bounded<W: Utf16Source, B: Utf16Source>(
     threshold: f64,
     bounds: WorkBounds,
 ) -> (Vec<Option<NearMatch>>, usize) {
-    let mut result = vec![None; batch.count()];
-    let mut visits = 0;
-    if threshold.is_nan() || threshold > 1.0 {
-        return (result, visits);
-    }
-    let included: Vec<usize> = (0..batch.count())
-        .filter(|&i| !exclude.get(i).copied().unwrap_or(false))
-        .collect();
-    if included.is_empty() {
-        return (result, visits);
-    }
-
+    let Some(BatchStarts {
+        included,
+        starts,
+        lengths,
+    }) = batch_starts(batch, exclude, threshold)
+    else {
+        return (vec![None; batch.count()], 0);
+    };
     // Which window contents could match some batch item at all.
     let mut scratch = Vec::new();
-    let mut starts: AHashSet<Vec<u16>> = AHashSet::new();
-    let mut lengths = Vec::with_capacity(included.len());
-    for &i in &included {
-        batch.with_units(i, |units| {
-            starts.extend(first_lines(units, &mut scratch));
-            lengths.push(units.len());
-        });
-    }
-    lengths.sort_unstable();
     let relevant = (0..window.count()).filter(|&w| {
         let len = window.len_of(w);
         length_compatible(len, &lengths)
@@ -200,7 +194,62 @@ fn near_duplicates_bounded<W: Utf16Source, B: Utf16Source>(
                     })
                 })
     });
+    search(window, batch, &included, relevant, threshold, bounds)
+}
 
+/// What a search needs of its batch before it looks at the window: the items that take part,
+/// the first `FINGERPRINT_LINES` non-empty normalized lines they start with, and their lengths
+/// (sorted). `None` when nothing can match (no item takes part, or the threshold is NaN or
+/// above 1).
+struct BatchStarts {
+    included: Vec<usize>,
+    starts: AHashSet<Vec<u16>>,
+    lengths: Vec<usize>,
+}
+
+fn batch_starts<B: Utf16Source>(
+    batch: &B,
+    exclude: &[bool],
+    threshold: f64,
+) -> Option<BatchStarts> {
+    if threshold.is_nan() || threshold > 1.0 {
+        return None;
+    }
+    let included: Vec<usize> = (0..batch.count())
+        .filter(|&i| !exclude.get(i).copied().unwrap_or(false))
+        .collect();
+    if included.is_empty() {
+        return None;
+    }
+    let mut scratch = Vec::new();
+    let mut starts: AHashSet<Vec<u16>> = AHashSet::new();
+    let mut lengths = Vec::with_capacity(included.len());
+    for &i in &included {
+        batch.with_units(i, |units| {
+            starts.extend(first_lines(units, &mut scratch));
+            lengths.push(units.len());
+        });
+    }
+    lengths.sort_unstable();
+    Some(BatchStarts {
+        included,
+        starts,
+        lengths,
+    })
+}
+
+/// The search of [`near_duplicates_bounded`] once the window contents that could match
+/// (`relevant`, in window order) are known; `included` are the batch items taking part.
+fn search<W: Utf16Source, B: Utf16Source>(
+    window: &W,
+    batch: &B,
+    included: &[usize],
+    relevant: impl Iterator<Item = usize>,
+    threshold: f64,
+    bounds: WorkBounds,
+) -> (Vec<Option<NearMatch>>, usize) {
+    let mut result = vec![None; batch.count()];
+    let mut visits = 0;
     let chain = Chain { window, batch };
     let window_len = window.count();
     let participants: Vec<usize> = relevant
@@ -277,6 +326,214 @@ fn near_duplicates_bounded<W: Utf16Source, B: Utf16Source>(
         }
     }
     (result, visits)
+}
+
+/// A content of a [`NearWindow`]: its code units and its first `FINGERPRINT_LINES` non-empty
+/// normalized lines (what a search looks at first), computed once when it enters the window.
+#[derive(Debug)]
+pub struct WindowContent {
+    units: Box<[u16]>,
+    /// The first lines, each once.
+    first: Vec<Vec<u16>>,
+}
+
+impl WindowContent {
+    fn new(units: &[u16]) -> Self {
+        let mut first = first_lines(units, &mut Vec::new());
+        let mut k = 0;
+        while k < first.len() {
+            if first[..k].contains(&first[k]) {
+                first.remove(k);
+            } else {
+                k += 1;
+            }
+        }
+        WindowContent {
+            units: units.into(),
+            first,
+        }
+    }
+}
+
+/// Window contents taken along by a search, as a source.
+struct Kept<'a>(&'a [Arc<WindowContent>]);
+
+impl Utf16Source for Kept<'_> {
+    fn count(&self) -> usize {
+        self.0.len()
+    }
+
+    fn len_of(&self, index: usize) -> usize {
+        self.0[index].units.len()
+    }
+
+    fn with_units<R>(&self, index: usize, f: impl FnOnce(&[u16]) -> R) -> R {
+        f(&self.0[index].units)
+    }
+}
+
+/// A window of recent contents kept between calls, oldest first: a content is copied in once
+/// ([`NearWindow::push`]), with its first normalized lines in an index, and contents leave from
+/// the oldest end. A search ([`NearWindow::search`]) takes along only the contents that start
+/// with a line some batch item starts with (shared pointers, not copies), so its cost follows
+/// the batch and the contents that could match it, not the window's size; and it can run on
+/// another thread while the window changes.
+#[derive(Debug, Default)]
+pub struct NearWindow {
+    contents: VecDeque<Arc<WindowContent>>,
+    /// Sequence number of the oldest content (contents are numbered in push order).
+    oldest: u64,
+    /// For each first line, the sequence numbers of the contents that start with it, oldest
+    /// first.
+    by_start: AHashMap<Vec<u16>, VecDeque<u64>>,
+    units: usize,
+}
+
+impl NearWindow {
+    /// An empty window.
+    pub fn new() -> Self {
+        NearWindow::default()
+    }
+
+    /// Contents held.
+    pub fn len(&self) -> usize {
+        self.contents.len()
+    }
+
+    /// Whether the window holds no content.
+    pub fn is_empty(&self) -> bool {
+        self.contents.is_empty()
+    }
+
+    /// Code units held by all contents.
+    pub fn units(&self) -> usize {
+        self.units
+    }
+
+    /// Appends `units` as the newest content.
+    pub fn push(&mut self, units: &[u16]) {
+        let content = WindowContent::new(units);
+        let seq = self.oldest + self.contents.len() as u64;
+        for line in &content.first {
+            self.by_start
+                .entry(line.clone())
+                .or_default()
+                .push_back(seq);
+        }
+        self.units += units.len();
+        self.contents.push_back(Arc::new(content));
+    }
+
+    /// Drops the `n` oldest contents (all of them if there are fewer).
+    pub fn drop_oldest(&mut self, n: usize) {
+        for _ in 0..n {
+            let Some(content) = self.contents.pop_front() else {
+                return;
+            };
+            // The oldest content is the oldest of every list it is in: at their fronts.
+            for line in &content.first {
+                if let Some(list) = self.by_start.get_mut(line) {
+                    debug_assert_eq!(list.front(), Some(&self.oldest));
+                    list.pop_front();
+                    if list.is_empty() {
+                        self.by_start.remove(line);
+                    }
+                }
+            }
+            self.units -= content.units.len();
+            self.oldest += 1;
+        }
+    }
+
+    /// A search of `batch` against the window as it is now, without the contents at positions
+    /// `skip` (oldest = 0). Only the first lines of the batch items are read here.
+    pub fn search<B: Utf16Source>(
+        &self,
+        batch: &B,
+        exclude: &[bool],
+        threshold: f64,
+        skip: &[u32],
+    ) -> WindowSearch {
+        let mut search = WindowSearch {
+            contents: Vec::new(),
+            positions: Vec::new(),
+            total: self.contents.len(),
+        };
+        let Some(BatchStarts {
+            starts, lengths, ..
+        }) = batch_starts(batch, exclude, threshold)
+        else {
+            return search;
+        };
+        let mut positions: Vec<usize> = starts
+            .iter()
+            .filter_map(|line| self.by_start.get(line))
+            .flatten()
+            .map(|&seq| usize::try_from(seq - self.oldest).expect("a position in the window"))
+            .collect();
+        positions.sort_unstable();
+        positions.dedup();
+        let skipped: AHashSet<u32> = skip.iter().copied().collect();
+        for position in positions {
+            let content = &self.contents[position];
+            if !skipped.contains(&to_u32(position))
+                && length_compatible(content.units.len(), &lengths)
+            {
+                search.contents.push(Arc::clone(content));
+                search.positions.push(position);
+            }
+        }
+        search
+    }
+}
+
+/// The window contents one search compares with ([`NearWindow::search`]), fixed when it was
+/// made.
+#[derive(Debug)]
+pub struct WindowSearch {
+    contents: Vec<Arc<WindowContent>>,
+    /// Window position of each content.
+    positions: Vec<usize>,
+    /// Contents the window held.
+    total: usize,
+}
+
+impl WindowSearch {
+    /// Window contents the search held when it was made.
+    pub fn window_len(&self) -> usize {
+        self.total
+    }
+
+    /// [`near_duplicates`] of `batch` (the batch the search was made for) against the window:
+    /// the same answers as on a source of the window's contents without the skipped ones, except
+    /// that a window `target` is the content's position in the whole window (oldest = 0) and a
+    /// batch item's is [`WindowSearch::window_len`] + its index.
+    pub fn run<B: Utf16Source>(
+        &self,
+        batch: &B,
+        exclude: &[bool],
+        threshold: f64,
+    ) -> Vec<Option<NearMatch>> {
+        let Some(BatchStarts { included, .. }) = batch_starts(batch, exclude, threshold) else {
+            return vec![None; batch.count()];
+        };
+        let kept = Kept(&self.contents);
+        let (mut found, _) = search(
+            &kept,
+            batch,
+            &included,
+            0..self.contents.len(),
+            threshold,
+            WORK_BOUNDS,
+        );
+        for m in found.iter_mut().flatten() {
+            m.target = match self.positions.get(m.target) {
+                Some(&position) => position,
+                None => self.total + (m.target - self.contents.len()),
+            };
+        }
+        found
+    }
 }
 
 #[cfg(test)]
@@ -542,6 +799,44 @@ mod tests {
             .map(|m| m.map(|m| (m.target, m.similarity)))
             .collect();
             prop_assert_eq!(got, oracle(&window, &batch, &exclude, t));
+        }
+
+        /// A kept window (contents pushed in, some dropped from the oldest end, some skipped)
+        /// answers as the brute-force oracle does on the contents it offers, at their window
+        /// positions.
+        #[test]
+        fn a_kept_window_matches_the_oracle_on_the_contents_offered(
+            (window, batch) in case_strategy(),
+            dropped in 0usize..6,
+            skip in prop::collection::vec(0u32..30, 0..4),
+            exclude in prop::collection::vec(prop::bool::weighted(0.25), 0..25),
+            t in prop::sample::select(vec![0.0, 0.5, 0.75, 0.85, 1.0, f64::NAN]),
+        ) {
+            let mut kept = NearWindow::new();
+            for content in &window {
+                kept.push(&u16s(content));
+            }
+            kept.drop_oldest(dropped);
+            let held = &window[dropped.min(window.len())..];
+            prop_assert_eq!(kept.len(), held.len());
+            prop_assert_eq!(kept.units(), held.iter().map(String::len).sum::<usize>());
+            // Offered: the held contents not skipped; `positions[k]` is offered content k's.
+            let positions: Vec<usize> =
+                (0..held.len()).filter(|&p| !skip.contains(&to_u32(p))).collect();
+            let offered: Vec<String> = positions.iter().map(|&p| held[p].clone()).collect();
+            let batch_arena = Utf16Arena::from_strs(&batch);
+            let search = kept.search(&batch_arena, &exclude, t, &skip);
+            prop_assert_eq!(search.window_len(), held.len());
+            let got: Vec<Option<(usize, f64)>> = search
+                .run(&batch_arena, &exclude, t)
+                .into_iter()
+                .map(|m| m.map(|m| (m.target, m.similarity)))
+                .collect();
+            let expected: Vec<Option<(usize, f64)>> = oracle(&offered, &batch, &exclude, t)
+                .into_iter()
+                .map(|m| m.map(|(k, s)| (positions.get(k).copied().unwrap_or(held.len() + k - offered.len()), s)))
+                .collect();
+            prop_assert_eq!(got, expected);
         }
 
         #[test]

@@ -1,5 +1,6 @@
-//! Near duplicates of a batch against a window of recent contents, for the ingestion index's
-//! near-duplicate mode. Conversion only; the work is `ctxdedup_core::near_window`.
+//! Near duplicates of a batch against a window of recent contents kept in native memory, for the
+//! ingestion index's near-duplicate mode. Conversion only; the work is
+//! `ctxdedup_core::near_window`.
 
 // napi-derive does not register exports in test builds, so outside the crate root they would
 // count as dead code there.
@@ -7,13 +8,14 @@
 
 use crate::flags;
 use crate::strings::{buffer_pool, JsStrings};
-use ctxdedup_core::near_window::{near_duplicates, NearMatch};
+use ctxdedup_core::near_window::{NearMatch, NearWindow, WindowSearch};
 use ctxdedup_core::{Utf16Arena, Utf16Source};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
+use std::sync::Arc;
 
-/// Per batch item: the matched position (window index, or window length + batch index), or -1;
-/// and the similarity (NaN without a match).
+/// Per batch item: the matched position (a window position, oldest = 0, or the window's length
+/// + a batch index), or -1; and the similarity (NaN without a match).
 #[napi(object)]
 pub struct NativeNearMatches {
     pub target: Int32Array,
@@ -56,26 +58,107 @@ fn to_js(matches: Vec<Option<NearMatch>>) -> NativeNearMatches {
     }
 }
 
-/// Near duplicates on the calling thread.
-#[napi(catch_unwind)]
-pub fn near_duplicates_in_window(
-    #[napi(ts_arg_type = "string[]")] window: JsStrings,
-    #[napi(ts_arg_type = "string[]")] batch: JsStrings,
-    exclude: &[u8],
-    threshold: f64,
-) -> Result<NativeNearMatches> {
-    check_sizes(window.count(), batch.count(), exclude.len())?;
-    Ok(to_js(near_duplicates(
-        &window,
-        &batch,
-        &flags(exclude),
-        threshold,
-    )))
+/// A window of recent contents, oldest first, held in native memory between calls: a content is
+/// copied in once ([`NativeNearWindow::push`]), and a call copies only its batch.
+#[napi]
+pub struct NativeNearWindow {
+    window: NearWindow,
 }
 
-/// [`near_duplicates_in_window`] on a libuv worker thread (the contents are copied first).
+#[napi]
+impl NativeNearWindow {
+    /// An empty window.
+    #[napi(constructor)]
+    pub fn new() -> Self {
+        NativeNearWindow {
+            window: NearWindow::new(),
+        }
+    }
+
+    /// Contents held.
+    #[napi(getter)]
+    pub fn length(&self) -> u32 {
+        ctxdedup_core::to_u32(self.window.len())
+    }
+
+    /// Appends `contents` (copied), oldest first, as the newest contents.
+    #[napi(catch_unwind)]
+    pub fn push(&mut self, #[napi(ts_arg_type = "string[]")] contents: JsStrings) {
+        for i in 0..contents.count() {
+            contents.with_units(i, |units| self.window.push(units));
+        }
+    }
+
+    /// Drops the `count` oldest contents.
+    #[napi]
+    pub fn drop_oldest(&mut self, count: u32) {
+        self.window.drop_oldest(count as usize);
+    }
+
+    /// A search of `batch` against the window as it is now, without the contents at positions
+    /// `skip` (oldest = 0): it takes along the contents that could match (shared, not copied),
+    /// so the window may change before it runs. Reads only the first lines of `batch`.
+    #[napi(catch_unwind)]
+    pub fn search(
+        &self,
+        #[napi(ts_arg_type = "string[]")] batch: JsStrings,
+        exclude: &[u8],
+        threshold: f64,
+        skip: &[u32],
+    ) -> Result<NativeNearSearch> {
+        check_sizes(self.window.len(), batch.count(), exclude.len())?;
+        Ok(NativeNearSearch {
+            search: Arc::new(self.window.search(&batch, &flags(exclude), threshold, skip)),
+        })
+    }
+}
+
+/// One search of a batch against a [`NativeNearWindow`] ([`NativeNearWindow::search`]), run
+/// with the same batch. Its own object, so that a run in flight borrows it and not the window
+/// (napi keeps an async call's borrows until its promise settles, and the window must stay free
+/// to change meanwhile).
+#[napi]
+pub struct NativeNearSearch {
+    search: Arc<WindowSearch>,
+}
+
+#[napi]
+impl NativeNearSearch {
+    /// Near duplicates of `batch`, on the calling thread: per item, the window position of its
+    /// match, or the window's length (when the search was made) + the index of the batch item
+    /// it matches.
+    #[napi(catch_unwind)]
+    pub fn run(
+        &self,
+        #[napi(ts_arg_type = "string[]")] batch: JsStrings,
+        exclude: &[u8],
+        threshold: f64,
+    ) -> Result<NativeNearMatches> {
+        check_sizes(self.search.window_len(), batch.count(), exclude.len())?;
+        Ok(to_js(self.search.run(&batch, &flags(exclude), threshold)))
+    }
+
+    /// Like [`NativeNearSearch::run`], but copies the batch and works off the JS thread.
+    #[napi(catch_unwind, ts_return_type = "Promise<NativeNearMatches>")]
+    pub fn run_async(
+        &self,
+        #[napi(ts_arg_type = "string[]")] batch: JsStrings,
+        exclude: &[u8],
+        threshold: f64,
+    ) -> Result<AsyncTask<NearWindowTask>> {
+        check_sizes(self.search.window_len(), batch.count(), exclude.len())?;
+        Ok(AsyncTask::new(NearWindowTask {
+            search: Arc::clone(&self.search),
+            batch: batch.to_arena(),
+            exclude: flags(exclude),
+            threshold,
+        }))
+    }
+}
+
+/// [`NativeNearSearch::run`] on a libuv worker thread.
 pub struct NearWindowTask {
-    window: Utf16Arena,
+    search: Arc<WindowSearch>,
     batch: Utf16Arena,
     exclude: Vec<bool>,
     threshold: f64,
@@ -88,14 +171,8 @@ impl Task for NearWindowTask {
 
     fn compute(&mut self) -> Result<Self::Output> {
         let result = crate::guarded("the near-duplicate search", || {
-            Ok(near_duplicates(
-                &self.window,
-                &self.batch,
-                &self.exclude,
-                self.threshold,
-            ))
+            Ok(self.search.run(&self.batch, &self.exclude, self.threshold))
         });
-        buffer_pool::give_back(std::mem::take(&mut self.window).into_buffer());
         buffer_pool::give_back(std::mem::take(&mut self.batch).into_buffer());
         result
     }
@@ -103,21 +180,4 @@ impl Task for NearWindowTask {
     fn resolve(&mut self, _env: Env, output: Self::Output) -> Result<Self::JsValue> {
         Ok(to_js(output))
     }
-}
-
-/// Like [`near_duplicates_in_window`], but copies the contents and works off the JS thread.
-#[napi(catch_unwind)]
-pub fn near_duplicates_in_window_async(
-    #[napi(ts_arg_type = "string[]")] window: JsStrings,
-    #[napi(ts_arg_type = "string[]")] batch: JsStrings,
-    exclude: &[u8],
-    threshold: f64,
-) -> Result<AsyncTask<NearWindowTask>> {
-    check_sizes(window.count(), batch.count(), exclude.len())?;
-    Ok(AsyncTask::new(NearWindowTask {
-        window: window.to_arena(),
-        batch: batch.to_arena(),
-        exclude: flags(exclude),
-        threshold,
-    }))
 }
