@@ -40,13 +40,15 @@ import { hashBatch } from '../src/ingest/hash.js';
 import { hashBatchJs } from './reference/hashing.js';
 import { native } from '../src/native.js';
 import type { BenchRow } from './harness.js';
-import { refNearDuplicates } from './reference/near-window.js';
+import { RefNearWindow } from './reference/near-window.js';
 
 export type { BenchRow };
 
 const SELF = fileURLToPath(import.meta.url);
 const ROOT = join(SELF, '..', '..');
 const SECONDS = Number(process.env['CTXDEDUP_BENCH_SECONDS'] ?? 10);
+/** Window of the one-item-per-call near row. */
+const LARGE_NEAR_WINDOW = 20_000;
 /** Unmeasured load first (same shape), so that JIT, caches and the page cache are warm. */
 const WARMUP_SECONDS = Math.min(2, SECONDS);
 const CONNECTIONS = Number(process.env['CTXDEDUP_BENCH_CONNECTIONS'] ?? 10);
@@ -430,7 +432,8 @@ async function itemsPerSec(batches: string[][], f: (batch: string[]) => unknown)
     for (const batch of batches) await f(batch);
     rounds++;
   }
-  return (rounds * batches.length * BATCH) / (Number(process.hrtime.bigint() - start) / 1e9);
+  const items = batches.reduce((n, batch) => n + batch.length, 0);
+  return (rounds * items) / (Number(process.hrtime.bigint() - start) / 1e9);
 }
 
 /** The near check alone: 100 × 1 KB (16 lines) against a 1,000-item window, native vs JS reference. */
@@ -444,10 +447,31 @@ async function nearRows(): Promise<BenchRow[]> {
   const none = new Uint32Array(0);
   const sync = await itemsPerSec(batches, (batch) => kept.search(batch, exclude, 0.85, none).run(batch, exclude, 0.85));
   const async = await itemsPerSec(batches, (batch) => kept.search(batch, exclude, 0.85, none).runAsync(batch, exclude, 0.85));
-  const js = await itemsPerSec(batches, (batch) => refNearDuplicates(window, batch, 0.85));
+  // The baseline keeps its window too (normalized and bucketed once, outside the timing).
+  const refWindow = new RefNearWindow(window);
+  const js = await itemsPerSec(batches, (batch) => refWindow.decide(batch, 0.85));
   const found = batches.flatMap((batch) => [...kept.search(batch, exclude, 0.85, none).run(batch, exclude, 0.85).target]).filter((t) => t >= 0).length;
   const note = `items/s; ${Math.round((100 * found) / (batches.length * BATCH))}% near duplicates found`;
+  // One item per call against a large window (a server ingesting item by item): what a call
+  // costs besides its batch. Both sides keep their window between calls.
+  const large = Array.from({ length: LARGE_NEAR_WINDOW }, (_, i) => nearContent(i * 5, 'l'));
+  const singles = Array.from({ length: 200 }, (_, b) => [nearContent(LARGE_NEAR_WINDOW * 5 + b, 'l')]);
+  const one = new Uint8Array(1);
+  const keptLarge = new native.NativeNearWindow();
+  keptLarge.push(large);
+  const refLarge = new RefNearWindow(large);
+  const single = await itemsPerSec(singles, (batch) => keptLarge.search(batch, one, 0.85, none).run(batch, one, 0.85));
+  const singleJs = await itemsPerSec(singles, (batch) => refLarge.decide(batch, 0.85));
   return [
+    {
+      suite: 'ingest-near',
+      case: `near check, 1 item per call vs ${LARGE_NEAR_WINDOW}-item window (16 lines each), sync`,
+      native: Math.round(single),
+      baseline: Math.round(singleJs),
+      ratio: single / singleJs,
+      mbPerSec: (single * ITEM_BYTES) / 1e6,
+      note: 'calls/s; both keep their window between calls',
+    },
     {
       suite: 'ingest-near',
       case: `near check, 100 × 1 KB (16 lines) vs ${NEAR_WINDOW}-item window, sync`,
@@ -469,9 +493,10 @@ async function nearRows(): Promise<BenchRow[]> {
   ];
 }
 
-/** Runs the ingestion suites and returns their rows. */
+/** Runs the ingestion suites and returns their rows (BENCH_INGEST_PARTS=in-process runs only the in-process rows). */
 export async function run(): Promise<BenchRow[]> {
   const rows = [...(await hashingRows()), ...(await nearRows())];
+  if (process.env['BENCH_INGEST_PARTS'] === 'in-process') return rows;
   const dir = mkdtempSync(join(tmpdir(), 'ctxdedup-bench-ingest-'));
   try {
     const sqlite = (name: string): string => `sqlite:${join(dir, `${name}.sqlite`)}`;

@@ -9,6 +9,11 @@
  */
 export declare class NativeNearSearch {
   /**
+   * UTF-16 code units of the window contents the search took along (what it may read in
+   * full, besides the batch).
+   */
+  get units(): number
+  /**
    * Near duplicates of `batch`, on the calling thread: per item, the window position of its
    * match, or the window's length (when the search was made) + the index of the batch item
    * it matches.

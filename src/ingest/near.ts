@@ -158,22 +158,25 @@ export class NamespaceWindow {
    * Near duplicates of `batch` against the entries `offer` accepts (all without it). Returns
    * the entries held (oldest first: a match's `target` below their count is one of them, at or
    * above it a batch item) and the native search, whose window contents are fixed when this is
-   * called.
+   * called. The search runs off the main thread when the batch and the window contents it may
+   * read reach `asyncThreshold` code units.
    */
   decide(
     batch: string[],
     exclude: Uint8Array,
     threshold: number,
     offer: ((entry: WindowEntry) => boolean) | undefined,
-    offThread: boolean,
+    asyncThreshold: number,
   ): { held: WindowEntry[]; found: NativeNearMatches | Promise<NativeNearMatches> } {
     const held = this.#slots.slice(this.#head) as WindowEntry[];
+    let batchUnits = 0;
+    for (const content of batch) batchUnits += content.length;
     const skip: number[] = [];
     if (offer !== undefined) {
       for (let i = 0; i < held.length; i++) if (!offer(held[i]!)) skip.push(i);
     }
     const search = this.#contents.search(batch, exclude, threshold, Uint32Array.from(skip));
-    const found = offThread ? search.runAsync(batch, exclude, threshold) : search.run(batch, exclude, threshold);
+    const found = batchUnits + search.units >= asyncThreshold ? search.runAsync(batch, exclude, threshold) : search.run(batch, exclude, threshold);
     return { held, found };
   }
 }
@@ -251,11 +254,9 @@ export class NearWindows {
       seen.add(c.id);
     });
     const batch = candidates.map((c) => c.content);
-    let units = window.units;
-    for (const content of batch) units += content.length;
     // Entries past their TTL behind the oldest live one (a clock that went back) are not offered.
     const live = ttlMs === undefined || window.inOrder ? undefined : (e: WindowEntry) => e.addedMs + ttlMs > nowMs;
-    const { held, found: search } = window.decide(batch, exclude, settings.threshold, live, units >= this.#asyncThreshold);
+    const { held, found: search } = window.decide(batch, exclude, settings.threshold, live, this.#asyncThreshold);
     const found = await search;
 
     const hits: (NearHit | undefined)[] = new Array(candidates.length);

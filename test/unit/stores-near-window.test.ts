@@ -93,7 +93,7 @@ describe('near-duplicate window eviction', () => {
         // The native contents follow: the entries offered are the model's, and a copy of each
         // model content is found at its position.
         const copies = model.map((e) => e.content);
-        const { held, found } = window.decide(copies, new Uint8Array(copies.length), 1, undefined, false);
+        const { held, found } = window.decide(copies, new Uint8Array(copies.length), 1, undefined, Number.POSITIVE_INFINITY);
         expect(held.map((e) => e.id)).toEqual(model.map((e) => e.id));
         expect([...(found as { target: Int32Array }).target]).toEqual(model.map((_, i) => i));
       }
@@ -115,11 +115,11 @@ describe('near-duplicate window eviction', () => {
     const batch = [text(0), text(1), text(2), text(3), text(4)];
     const none = new Uint8Array(batch.length);
     // a0 was dropped: its copy matches nothing in the window, and is then a candidate itself.
-    const everything = window.decide(batch, none, 1, undefined, false);
+    const everything = window.decide(batch, none, 1, undefined, Number.POSITIVE_INFINITY);
     expect(everything.held.map((e) => e.id)).toEqual(['a1', 'a2', 'a3', 'a4']);
     expect([...(everything.found as { target: Int32Array }).target]).toEqual([-1, 0, 1, 2, 3]);
     // Offering only the entries added at 20 (as a TTL would): targets are still window positions.
-    const late = window.decide(batch, none, 1, (e) => e.addedMs === 20, true);
+    const late = window.decide(batch, none, 1, (e) => e.addedMs === 20, 0);
     expect(late.held.map((e) => e.id)).toEqual(['a1', 'a2', 'a3', 'a4']);
     // The search is fixed when it is called: dropping everything meanwhile changes nothing.
     window.dropWhile(() => true);

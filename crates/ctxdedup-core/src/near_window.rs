@@ -504,6 +504,11 @@ impl WindowSearch {
         self.total
     }
 
+    /// Code units of the window contents it took along (the ones it may read in full).
+    pub fn units(&self) -> usize {
+        self.contents.iter().map(|c| c.units.len()).sum()
+    }
+
     /// [`near_duplicates`] of `batch` (the batch the search was made for) against the window:
     /// the same answers as on a source of the window's contents without the skipped ones, except
     /// that a window `target` is the content's position in the whole window (oldest = 0) and a

@@ -124,6 +124,13 @@ pub struct NativeNearSearch {
 
 #[napi]
 impl NativeNearSearch {
+    /// UTF-16 code units of the window contents the search took along (what it may read in
+    /// full, besides the batch).
+    #[napi(getter)]
+    pub fn units(&self) -> f64 {
+        self.search.units() as f64
+    }
+
     /// Near duplicates of `batch`, on the calling thread: per item, the window position of its
     /// match, or the window's length (when the search was made) + the index of the batch item
     /// it matches.
