@@ -17,7 +17,10 @@
  * neither rewritten nor reference targets. The middleware is stateless and deterministic: ids are positional
  * (`m3.1` is part 1 of message 3), so the same conversation prefix always gives the same bytes
  * and the provider's prompt cache keeps hitting. A `json` output that is rewritten is sent as a
- * `text` output holding its JSON text with the references.
+ * `text` output holding its JSON text with the references (its other fields, such as
+ * `providerOptions`, kept). The text items of `content` outputs take part only for providers
+ * that send them as text blocks (Anthropic Messages, OpenAI Responses): others, such as OpenAI Chat
+ * Completions, send such an output as one JSON string, where its lines are no lines.
  *
  * Only this subpath loads (types of) the `ai` package, an optional peer dependency.
  * @module
@@ -40,8 +43,11 @@ export interface DedupeCallReport extends AdapterStats {
 
 /** Options of {@link dedupeMiddleware}. */
 export interface DedupeMiddlewareOptions extends AdapterOptions {
-  /** Called once per model call (each step of a tool loop) with what the call saved. */
-  onDedupe?: (report: DedupeCallReport) => void;
+  /**
+   * Called once per model call (each step of a tool loop) with what the call saved. A promise
+   * it returns is awaited; if it rejects (or the callback throws), the model call fails.
+   */
+  onDedupe?: (report: DedupeCallReport) => void | PromiseLike<void>;
 }
 
 /** Known part types that carry no text to deduplicate. */
@@ -66,6 +72,8 @@ interface Slot {
   path: PathStep[];
   /** Set for `json` / `error-json` outputs: the output object's path and its text type. */
   json?: 'text' | 'error-text';
+  /** The JSON output object (its other fields, such as `providerOptions`, are kept). */
+  output?: Record<string, unknown>;
 }
 
 interface PromptUnits {
@@ -88,8 +96,12 @@ function stringAt(value: unknown, path: () => PathStep[]): string {
 
 type Sink = (id: string, role: string, text: string, slot: Slot, blocked: boolean) => void;
 
-/** The AI SDK prompt (LanguageModelV3 / V4 prompt) as units: the one mapping of this format. */
-function promptUnits(prompt: unknown): PromptUnits {
+/**
+ * The AI SDK prompt (LanguageModelV3 / V4 prompt) as units: the one mapping of this format.
+ * `contentItems`: whether the text items of `content` tool outputs take part (they reach the
+ * model as text blocks); when not, they pass through untouched and are never targets.
+ */
+function promptUnits(prompt: unknown, contentItems: boolean): PromptUnits {
   if (!isArraySafe(prompt)) fail([], `must be an array, got ${describe(prompt)}`);
   const out: PromptUnits = { units: [], slots: [], unknown: 0 };
   /** Ids of the tool calls marked `providerExecuted` seen so far. */
@@ -141,7 +153,7 @@ function promptUnits(prompt: unknown): PromptUnits {
         // A provider-executed result (inside the assistant message, or answering a call marked
         // `providerExecuted`) goes back to the provider that produced it, which reads its own
         // shape (e.g. Anthropic web_search JSON): byte-identical, out of dedup entirely.
-        if (role !== 'assistant' && !providerExecuted.has(part['toolCallId'])) toolResult(part, i, j, add, out);
+        if (role !== 'assistant' && !providerExecuted.has(part['toolCallId'])) toolResult(part, i, j, add, out, contentItems);
       } else if (!OTHER_PARTS.has(type)) {
         out.unknown++;
       }
@@ -150,7 +162,7 @@ function promptUnits(prompt: unknown): PromptUnits {
   return out;
 }
 
-function toolResult(part: Record<string, unknown>, i: number, j: number, add: Sink, out: PromptUnits): void {
+function toolResult(part: Record<string, unknown>, i: number, j: number, add: Sink, out: PromptUnits, contentItems: boolean): void {
   const id = `m${i}.${j}`;
   const output = part['output'];
   if (!isObject(output)) fail([i, 'content', j, 'output'], `must be an object, got ${describe(output)}`);
@@ -159,15 +171,18 @@ function toolResult(part: Record<string, unknown>, i: number, j: number, add: Si
     const text = stringAt(output['value'], () => [i, 'content', j, 'output', 'value']);
     add(id, 'tool', text, { path: [i, 'content', j, 'output', 'value'] }, false);
   } else if (JSON_OUTPUTS.has(type)) {
-    // What providers send for a JSON output: its JSON text.
+    // What providers send for a JSON output: its JSON text. A value `JSON.stringify` cannot
+    // serialize (a BigInt, a cycle, a throwing `toJSON`) is left to the provider, which may
+    // serialize it its own way: it passes through untouched and is no target.
     let text: string | undefined;
     try {
       text = JSON.stringify(output['value']) as string | undefined;
-    } catch (error) {
-      fail([i, 'content', j, 'output', 'value'], `cannot be serialized as JSON: ${error instanceof Error ? error.message : String(error)}`);
+    } catch {
+      return;
     }
-    if (text !== undefined) add(id, 'tool', text, { path: [i, 'content', j, 'output'], json: type === 'json' ? 'text' : 'error-text' }, false);
+    if (text !== undefined) add(id, 'tool', text, { path: [i, 'content', j, 'output'], json: type === 'json' ? 'text' : 'error-text', output }, false);
   } else if (type === 'content') {
+    if (!contentItems) return;
     const items = output['value'];
     if (!isArraySafe(items)) fail([i, 'content', j, 'output', 'value'], `must be an array, got ${describe(items)}`);
     for (let k = 0; k < items.length; k++) {
@@ -199,19 +214,37 @@ export interface DedupePromptResult<P> {
 /**
  * Deduplicates an AI SDK language model prompt (what the middleware does on each call).
  *
+ * The text items of `content` tool outputs take part as text blocks (as Anthropic Messages and
+ * OpenAI Responses send them); the middleware leaves them alone for providers that send such an
+ * output as one JSON string. A `json` output `JSON.stringify` cannot serialize passes through.
+ *
  * @throws TypeError naming the path (`prompt[3].content[1].type must be a string`) for a malformed
- *   prompt, or a `json` output that cannot be serialized (`prompt[2].content[0].output.value cannot
- *   be serialized as JSON: ...`: a BigInt, a cycle, a throwing `toJSON`); TypeError / RangeError for a bad option.
+ *   prompt; TypeError / RangeError for a bad option.
  */
 export function dedupePrompt<P>(prompt: P, options?: AdapterOptions): DedupePromptResult<P> {
-  const { units, slots, unknown } = promptUnits(prompt);
+  return dedupePromptFor(prompt, options, true);
+}
+
+function dedupePromptFor<P>(prompt: P, options: AdapterOptions | undefined, contentItems: boolean): DedupePromptResult<P> {
+  const { units, slots, unknown } = promptUnits(prompt, contentItems);
   const { edits, decisions, stats } = dedupeUnits(units, unknown, options);
   const changes: [PathStep[], unknown][] = [];
   for (const [i, text] of edits) {
     const slot = slots[i] as Slot;
-    changes.push([slot.path, slot.json === undefined ? text : { type: slot.json, value: text }]);
+    changes.push([slot.path, slot.json === undefined ? text : { ...slot.output, type: slot.json, value: text }]);
   }
   return deprecatedAlias({ prompt: withEdits(prompt, changes), decisions, stats }, 'report', stats) as DedupePromptResult<P>;
+}
+
+/**
+ * Whether `provider` (a model's `provider` id) sends the text items of a `content` tool output to
+ * the model as text blocks, where their lines are lines: Anthropic Messages (direct, or through
+ * Bedrock or Vertex) and OpenAI Responses do. Others, OpenAI Chat Completions among them, send the
+ * output as one JSON string, where a reference to "lines 12–40" of an item would point at nothing
+ * the model sees as lines: there the items are left alone.
+ */
+function sendsContentItemsAsText(provider: string): boolean {
+  return /(^|\.)anthropic(\.|$)/.test(provider) || provider === 'openai.responses';
 }
 
 /**
@@ -231,10 +264,12 @@ export function dedupeMiddleware(options?: DedupeMiddlewareOptions): LanguageMod
   const middleware = {
     // The AI SDK does not check this field at run time; the prompt shape is the same in v3 and v4.
     specificationVersion: 'v3',
-    transformParams: ({ params, type }: { params: { prompt: unknown }; type: 'generate' | 'stream' }) => {
-      const { prompt, decisions, stats } = dedupePrompt(params.prompt, stageOptions);
-      onDedupe?.({ ...stats, type, decisions });
-      return Promise.resolve({ ...params, prompt });
+    transformParams: async ({ params, type, model }: { params: { prompt: unknown }; type: 'generate' | 'stream'; model?: { provider?: unknown } }) => {
+      const provider = typeof model?.provider === 'string' ? model.provider : '';
+      const { prompt, decisions, stats } = dedupePromptFor(params.prompt, stageOptions, sendsContentItemsAsText(provider));
+      // Awaited: an async callback that fails fails the call, as a throwing one does.
+      await onDedupe?.({ ...stats, type, decisions });
+      return { ...params, prompt };
     },
   };
   return middleware as unknown as LanguageModelMiddleware;

@@ -1,4 +1,4 @@
-import { generateText, wrapLanguageModel, type ModelMessage } from 'ai';
+import { generateText, jsonSchema, stepCountIs, tool, wrapLanguageModel, type ModelMessage } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import { describe, expect, it } from 'vitest';
 import { dedupeMiddleware, dedupePrompt } from '../../src/adapters/ai-sdk.js';
@@ -122,10 +122,121 @@ describe('AI SDK middleware: JSON outputs that cannot be serialized', () => {
     ],
   ];
   for (const [name, value] of cases) {
-    it(`${name}: a TypeError naming the prompt path`, () => {
-      const error = thrown(() => dedupePrompt(withValue(value)));
-      expect(error).toBeInstanceOf(TypeError);
-      expect(error.message).toMatch(/^prompt\[0\]\.content\[0\]\.output\.value cannot be serialized as JSON: /);
+    it(`${name}: passes through untouched (the provider serializes it its own way)`, () => {
+      const prompt = withValue(value);
+      const r = dedupePrompt(prompt);
+      expect(r.prompt).toBe(prompt);
+      expect(r.stats.texts).toBe(0);
     });
   }
+
+  it('a tool loop whose tool returns a BigInt works through the middleware (real ai package)', async () => {
+    const seen: Prompt[] = [];
+    let step = 0;
+    const model = new MockLanguageModelV3({
+      doGenerate: async (options) => {
+        seen.push(options.prompt);
+        step++;
+        return step === 1
+          ? {
+              content: [{ type: 'tool-call', toolCallId: 'c1', toolName: 'count', input: '{}' }],
+              finishReason: { unified: 'tool-calls', raw: 'tool_use' },
+              usage,
+              warnings: [],
+            }
+          : { content: [{ type: 'text', text: 'done' }], finishReason: { unified: 'stop', raw: 'stop' }, usage, warnings: [] };
+      },
+    });
+    const result = await generateText({
+      model: wrapLanguageModel({ model, middleware: dedupeMiddleware() }),
+      prompt: 'count',
+      tools: { count: tool({ inputSchema: jsonSchema({ type: 'object' }), execute: async () => ({ count: 10n }) }) },
+      stopWhen: stepCountIs(3),
+    });
+    expect(result.text).toBe('done');
+    const output = (seen[1]?.at(-1)?.content[0] as { output: { value: { count: bigint } } }).output;
+    expect(output.value.count).toBe(10n);
+  });
+});
+
+describe('AI SDK middleware: what a rewritten output keeps, and which outputs take part per provider', () => {
+  const longLines = Array.from({ length: 12 }, (_, i) => `line ${i} of a file that the agent read twice, long enough to matter`).join('\n');
+  const json = (id: string, extra: Record<string, unknown> = {}) =>
+    ({
+      role: 'tool',
+      content: [{ type: 'tool-result', toolCallId: id, toolName: 'read', output: { type: 'json', value: { text: longLines }, ...extra } }],
+    }) as const;
+
+  it('a rewritten json output keeps its providerOptions (a cache breakpoint stays on the wire)', () => {
+    const cache = { anthropic: { cacheControl: { type: 'ephemeral' } } };
+    const r = dedupePrompt(unsafe<Prompt>([json('a'), json('b', { providerOptions: cache })]));
+    expect(r.stats.rewritten).toBe(1);
+    const output = (r.prompt[1]?.content[0] as { output: Record<string, unknown> }).output;
+    expect(output['type']).toBe('text');
+    expect(output['value']).toMatch(/^\[ctxdedup: duplicate of m0\.0/);
+    expect(output['providerOptions']).toEqual(cache);
+  });
+
+  const contentOutput = (id: string, text: string) =>
+    ({
+      role: 'tool',
+      content: [{ type: 'tool-result', toolCallId: id, toolName: 'read', output: { type: 'content', value: [{ type: 'text', text }] } }],
+    }) as const;
+  const edited = longLines.replace('line 6 of', 'line six of');
+  const messages = unsafe<ModelMessage[]>([
+    { role: 'user', content: 'read it' },
+    contentOutput('a', longLines),
+    { role: 'user', content: 'again' },
+    contentOutput('b', edited),
+  ]);
+
+  async function sentTo(provider: string): Promise<Prompt> {
+    const seen: Prompt[] = [];
+    const model = new MockLanguageModelV3({
+      provider,
+      doGenerate: async (options) => {
+        seen.push(options.prompt);
+        return { content: [{ type: 'text', text: 'ok' }], finishReason: { unified: 'stop', raw: 'stop' }, usage, warnings: [] };
+      },
+    });
+    await generateText({ model: wrapLanguageModel({ model, middleware: dedupeMiddleware() }), messages });
+    return seen[0] as Prompt;
+  }
+  const lastItem = (p: Prompt) => ((p.at(-1)?.content[0] as { output: { value: { text: string }[] } }).output.value[0] as { text: string }).text;
+
+  it('content items become block references for providers that send them as text blocks', async () => {
+    for (const provider of ['anthropic.messages', 'amazon-bedrock.anthropic.messages', 'openai.responses']) {
+      expect(lastItem(await sentTo(provider)), provider).toMatch(/\[ctxdedup: \d+ lines unchanged, = m1\.0\.0 lines /);
+    }
+  });
+
+  it('content items pass through for providers that send the output as one JSON string (OpenAI Chat)', async () => {
+    for (const provider of ['openai.chat', 'mock-provider']) {
+      expect(lastItem(await sentTo(provider)), provider).toBe(edited);
+    }
+  });
+});
+
+describe('AI SDK middleware: an async onDedupe', () => {
+  it('is awaited; its rejection fails the model call instead of escaping as an unhandled rejection', async () => {
+    const model = new MockLanguageModelV3({
+      doGenerate: async () => ({ content: [{ type: 'text', text: 'ok' }], finishReason: { unified: 'stop', raw: 'stop' }, usage, warnings: [] }),
+    });
+    const order: string[] = [];
+    const ok = dedupeMiddleware({
+      onDedupe: async () => {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        order.push('onDedupe');
+      },
+    });
+    await generateText({ model: wrapLanguageModel({ model, middleware: ok }), prompt: 'hi' });
+    order.push('call');
+    expect(order).toEqual(['onDedupe', 'call']);
+    const failing = dedupeMiddleware({
+      onDedupe: async () => {
+        throw new Error('report sink down');
+      },
+    });
+    await expect(generateText({ model: wrapLanguageModel({ model, middleware: failing }), prompt: 'hi' })).rejects.toThrow('report sink down');
+  });
 });
