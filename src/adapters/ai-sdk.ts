@@ -47,7 +47,7 @@ export interface DedupeMiddlewareOptions extends AdapterOptions {
    * Called once per model call (each step of a tool loop) with what the call saved. A promise
    * it returns is awaited; if it rejects (or the callback throws), the model call fails.
    */
-  onDedupe?: (report: DedupeCallReport) => void | PromiseLike<void>;
+  onDedupe?: (report: DedupeCallReport) => unknown;
 }
 
 /** Known part types that carry no text to deduplicate. */

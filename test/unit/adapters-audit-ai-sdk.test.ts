@@ -2,7 +2,7 @@ import { generateText, jsonSchema, stepCountIs, tool, wrapLanguageModel, type Mo
 import { MockLanguageModelV3 } from 'ai/test';
 import { describe, expect, it } from 'vitest';
 import { dedupeMiddleware, dedupePrompt } from '../../src/adapters/ai-sdk.js';
-import { thrown, unsafe } from '../support/assertions.js';
+import { unsafe } from '../support/assertions.js';
 
 type Prompt = Parameters<MockLanguageModelV3['doGenerate']>[0]['prompt'];
 
@@ -154,7 +154,7 @@ describe('AI SDK middleware: JSON outputs that cannot be serialized', () => {
       stopWhen: stepCountIs(3),
     });
     expect(result.text).toBe('done');
-    const output = (seen[1]?.at(-1)?.content[0] as { output: { value: { count: bigint } } }).output;
+    const output = (seen[1]?.at(-1)?.content[0] as unknown as { output: { value: { count: bigint } } }).output;
     expect(output.value.count).toBe(10n);
   });
 });
