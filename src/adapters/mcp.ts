@@ -34,12 +34,12 @@ export interface DedupeMcpClientOptions {
   /** The call id a reference names (`tool call \`c7\` in turn 3`). Default: `<tool>#<n>`, n counting calls from 1. */
   callId?: (params: { name: string; arguments?: Record<string, unknown> }) => string;
   /**
-   * Called with every processed result (its decisions and report) before `callTool` returns it.
-   * If it throws, `callTool` rejects with that error and the ledger is rolled back: the result
-   * never reached the caller, so nothing it delivered is recorded (no later reference points to
-   * it).
+   * Called with every processed result (its decisions and report) before `callTool` returns it;
+   * a promise it returns is awaited, and results wait their turn meanwhile. If it throws or
+   * rejects, `callTool` rejects with that error and the ledger is rolled back: the result never
+   * reached the caller, so nothing it delivered is recorded (no later reference points to it).
    */
-  onResult?: (processed: ToolResultProcessed, call: ToolCallInfo) => void;
+  onResult?: (processed: ToolResultProcessed, call: ToolCallInfo) => unknown;
 }
 
 /** A client whose `callTool` deduplicates through {@link DedupedMcpClient.ledger}. */
@@ -82,22 +82,31 @@ export function dedupeMcpClient<C extends Client>(client: C, options?: DedupeMcp
   const turnOf = options?.turn ?? (() => ledger.turn ?? 0);
   let calls = 0;
   const callIdOf = options?.callId ?? ((params: { name: string }) => `${params.name}#${++calls}`);
+  // Results are processed one at a time, in the order they arrive: while an async `onResult`
+  // is pending, no other result may record deliveries (or refer to this one's), since a
+  // rejection takes this one's back.
+  let processing: Promise<unknown> = Promise.resolve();
   const callTool: Client['callTool'] = async (params, resultSchema, requestOptions) => {
     const result = await client.callTool(params, resultSchema, requestOptions);
     if (!Array.isArray((result as { content?: unknown }).content)) return result;
-    const call: ToolCallInfo = { turn: turnOf(), tool: params.name, callId: callIdOf(params) };
-    const { processed, undo } = processToolResultUndoable(ledger, result as unknown as McpToolResult, call);
-    const onResult = options?.onResult;
-    if (onResult !== undefined) {
-      try {
-        onResult(processed, call);
-      } catch (error) {
-        // The caller never gets this result: take back the deliveries it would have recorded.
-        undo();
-        throw error;
+    const process = async (): Promise<Awaited<ReturnType<Client['callTool']>>> => {
+      const call: ToolCallInfo = { turn: turnOf(), tool: params.name, callId: callIdOf(params) };
+      const { processed, undo } = processToolResultUndoable(ledger, result as unknown as McpToolResult, call);
+      const onResult = options?.onResult;
+      if (onResult !== undefined) {
+        try {
+          await onResult(processed, call);
+        } catch (error) {
+          // The caller never gets this result: take back the deliveries it would have recorded.
+          undo();
+          throw error;
+        }
       }
-    }
-    return processed.result as unknown as Awaited<ReturnType<Client['callTool']>>;
+      return processed.result as unknown as Awaited<ReturnType<Client['callTool']>>;
+    };
+    const done = processing.then(process);
+    processing = done.catch(() => undefined);
+    return done;
   };
   return new Proxy(client, {
     get(t, property) {

@@ -577,6 +577,13 @@ interface Unsupported {
  * The embedded resources of an MCP tool result as ledger blocks, with their positions, and the
  * ones whose content cannot be checksummed faithfully (passed through).
  */
+/** Whether MCP `annotations` let the model see a block (no `audience`, or one naming `assistant`). */
+function forTheModel(annotations: unknown): boolean {
+  if (typeof annotations !== 'object' || annotations === null) return true;
+  const audience = (annotations as Record<string, unknown>)['audience'];
+  return !Array.isArray(audience) || audience.includes('assistant');
+}
+
 function mcpResources(content: unknown, path: string): { blocks: ResourceBlock[]; index: number[]; unknown: number; unsupported: Unsupported[] } {
   expectArray(content, path);
   const out = { blocks: [] as ResourceBlock[], index: [] as number[], unknown: 0, unsupported: [] as Unsupported[] };
@@ -589,6 +596,10 @@ function mcpResources(content: unknown, path: string): { blocks: ResourceBlock[]
       if (!MCP_OTHER_BLOCKS.has(type)) out.unknown++;
       continue;
     }
+    // A block annotated for an audience without the assistant is for the user only: a host that
+    // honours the annotation never shows it to the model, so it is neither replaced nor recorded
+    // as delivered (a later reference to it could point at nothing the model saw).
+    if (!forTheModel(block['annotations'])) continue;
     const at = `${path}[${i}].resource`;
     const resource: unknown = block['resource'];
     expectObject(resource, at);

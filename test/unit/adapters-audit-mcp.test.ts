@@ -143,6 +143,63 @@ describe('dedupeMcpClient: a throwing onResult records nothing', () => {
   });
 });
 
+describe('dedupeMcpClient: an async onResult', () => {
+  const results: Results = { a: () => ({ content: [{ type: 'resource', resource: { uri: 'file:///a.ts', text: FILE } }] }) };
+
+  it('is awaited: a rejection rejects callTool and rolls the ledger back, without an unhandled rejection', async () => {
+    let calls = 0;
+    const client = await connect(results, true, {
+      turn: () => 1,
+      onResult: async () => {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        if (calls++ === 0) throw new Error('async sink down');
+      },
+    });
+    await expect(read(client, 'a')).rejects.toThrow('async sink down');
+    expect(client.ledger.deliveries()).toEqual([]);
+    // Delivered in full again: nothing of the failed call was recorded.
+    expect((await read(client, 'a')).content[0]).toMatchObject({ type: 'resource', resource: { text: FILE } });
+  });
+
+  it('results wait for a pending onResult, so none refers to a result that is then taken back', async () => {
+    let release: () => void = () => {};
+    let first = true;
+    const client = await connect(results, true, {
+      turn: () => 1,
+      onResult: () => {
+        if (!first) return undefined;
+        first = false;
+        return new Promise<void>((_, reject) => {
+          release = () => reject(new Error('rolled back'));
+        });
+      },
+    });
+    const one = read(client, 'a');
+    const two = read(client, 'a');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    release();
+    await expect(one).rejects.toThrow('rolled back');
+    // The second result was processed after the first was taken back: delivered in full.
+    expect((await two).content[0]).toMatchObject({ type: 'resource', resource: { text: FILE } });
+  });
+});
+
+describe('ResourceLedger: MCP resources for the user only', () => {
+  it('a resource annotated for the user alone is neither recorded nor replaced', async () => {
+    const forUser = { type: 'resource', resource: { uri: 'file:///a.ts', text: FILE }, annotations: { audience: ['user'] } };
+    const forModel = { type: 'resource', resource: { uri: 'file:///a.ts', text: FILE }, annotations: { audience: ['user', 'assistant'] } };
+    const results: Results = { user: () => ({ content: [forUser] }), model: () => ({ content: [forModel] }) };
+    const client = await connect(results, true, { turn: () => 1 });
+    expect((await read(client, 'user')).content[0]).toMatchObject(forUser);
+    expect(client.ledger.deliveries()).toEqual([]);
+    // The model never saw the user's copy: this one is delivered in full, then a repeat is a reference.
+    expect((await read(client, 'model')).content[0]).toMatchObject(forModel);
+    expect((await read(client, 'model')).content[0]).toMatchObject({ type: 'text' });
+    // A user-only copy after that passes through untouched too.
+    expect((await read(client, 'user')).content[0]).toMatchObject(forUser);
+  });
+});
+
 describe('restoreToolResult: MCP replacements undone exactly', () => {
   const blob = Buffer.from(BYTES).toString('base64');
   const mk = (): McpToolResult => ({
