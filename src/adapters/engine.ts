@@ -64,8 +64,18 @@ export function runStage(messages: Message[], options: AdapterOptions | undefine
   return dedupeMessagesCounted(messages, { ...stage, keep: 'earliest', blocks: blockOption } as DedupeMessagesOptions, true);
 }
 
-/** One rewritten text: the stage's decision plus where the text sits in the document. */
-export type AdapterDecision = MessageDecision & { path: PathStep[] };
+/**
+ * One rewritten text: the stage's decision plus where the text and its target sit in the
+ * document. The stage's `index` and `duplicateOfIndex` number the texts the adapter found, in
+ * document order (not messages: a message can hold several texts); `path` and `duplicateOfPath`
+ * locate them in the document, `id` and `duplicateOfId` name them as the references do.
+ */
+export type AdapterDecision = MessageDecision & {
+  /** Where the rewritten text sits (`[3, 'content', 1, 'text']`). */
+  path: PathStep[];
+  /** Where the text it refers to sits. */
+  duplicateOfPath: PathStep[];
+};
 
 /** Totals of one adapter call. */
 export interface AdapterStats extends MessageDedupStats {
@@ -106,7 +116,11 @@ export function dedupeUnits(units: readonly Unit[], unknown: number, options: Ad
       Object.defineProperty(verbatim, u.message.id, { value: before, enumerable: true, writable: true, configurable: true });
     }
   });
-  const decisions = result.decisions.map((d) => ({ ...d, path: (units[d.index] as Unit).path.slice() }));
+  const decisions = result.decisions.map((d) => ({
+    ...d,
+    path: (units[d.index] as Unit).path.slice(),
+    duplicateOfPath: (units[d.duplicateOfIndex] as Unit).path.slice(),
+  }));
   return { edits, verbatim, decisions, stats: adapterStats(result.stats, { texts: units.length, rewritten: edits.size, unknown }) };
 }
 

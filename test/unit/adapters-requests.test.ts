@@ -335,3 +335,32 @@ describe('optional peers', () => {
     expect(() => load(`data:text/javascript,${encodeURIComponent("export { generateText } from 'ai';")}`, 'generateText')).toThrow(/loaded optional peer ai/);
   });
 });
+
+describe('request helpers: where a decision and its target sit', () => {
+  it('duplicateOfPath locates the target in the request (indexes count texts, not messages)', () => {
+    const request: OpenAIChatRequest = {
+      model: 'gpt-4.1',
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'hello' },
+            { type: 'text', text: A },
+          ],
+        },
+        { role: 'tool', tool_call_id: 'c1', content: A },
+      ],
+    };
+    const { decisions } = dedupeOpenAIChat(request);
+    expect(decisions).toHaveLength(1);
+    const d = unsafe<{ path: (string | number)[]; duplicateOfPath: (string | number)[]; duplicateOfIndex: number; duplicateOfId: string }>(decisions[0]);
+    expect(d.path).toEqual(['messages', 1, 'content']);
+    expect(d.duplicateOfPath).toEqual(['messages', 0, 'content', 1, 'text']);
+    expect(d.duplicateOfId).toBe('m0.1');
+    // The index counts texts: text 1 is the second part of message 0.
+    expect(d.duplicateOfIndex).toBe(1);
+    let at: unknown = request;
+    for (const step of d.duplicateOfPath) at = (at as Record<string | number, unknown>)[step];
+    expect(at).toBe(A);
+  });
+});
