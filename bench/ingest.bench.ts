@@ -443,14 +443,13 @@ async function nearRows(): Promise<BenchRow[]> {
   const exclude = new Uint8Array(BATCH);
   // The index keeps its window in native memory between calls: copied in once, not timed.
   const kept = new native.NativeNearWindow();
-  kept.push(window);
-  const none = new Uint32Array(0);
-  const sync = await itemsPerSec(batches, (batch) => kept.search(batch, exclude, 0.85, none).run(batch, exclude, 0.85));
-  const async = await itemsPerSec(batches, (batch) => kept.search(batch, exclude, 0.85, none).runAsync(batch, exclude, 0.85));
+  kept.push(window, 0);
+  const sync = await itemsPerSec(batches, (batch) => kept.search(batch, exclude, 0.85, 0).run(batch, exclude, 0.85));
+  const async = await itemsPerSec(batches, (batch) => kept.search(batch, exclude, 0.85, 0).runAsync(batch, exclude, 0.85));
   // The baseline keeps its window too (normalized and bucketed once, outside the timing).
   const refWindow = new RefNearWindow(window);
   const js = await itemsPerSec(batches, (batch) => refWindow.decide(batch, 0.85));
-  const found = batches.flatMap((batch) => [...kept.search(batch, exclude, 0.85, none).run(batch, exclude, 0.85).target]).filter((t) => t >= 0).length;
+  const found = batches.flatMap((batch) => [...kept.search(batch, exclude, 0.85, 0).run(batch, exclude, 0.85).target]).filter((t) => t >= 0).length;
   const note = `items/s; ${Math.round((100 * found) / (batches.length * BATCH))}% near duplicates found`;
   // One item per call against a large window (a server ingesting item by item): what a call
   // costs besides its batch. Both sides keep their window between calls.
@@ -458,9 +457,9 @@ async function nearRows(): Promise<BenchRow[]> {
   const singles = Array.from({ length: 200 }, (_, b) => [nearContent(LARGE_NEAR_WINDOW * 5 + b, 'l')]);
   const one = new Uint8Array(1);
   const keptLarge = new native.NativeNearWindow();
-  keptLarge.push(large);
+  keptLarge.push(large, 0);
   const refLarge = new RefNearWindow(large);
-  const single = await itemsPerSec(singles, (batch) => keptLarge.search(batch, one, 0.85, none).run(batch, one, 0.85));
+  const single = await itemsPerSec(singles, (batch) => keptLarge.search(batch, one, 0.85, 0).run(batch, one, 0.85));
   const singleJs = await itemsPerSec(singles, (batch) => refLarge.decide(batch, 0.85));
   return [
     {

@@ -9,6 +9,11 @@
  */
 export declare class NativeNearSearch {
   /**
+   * Window positions (oldest = 0, when the search was made) of the contents it took along,
+   * ascending: the only window positions a match can name.
+   */
+  get positions(): Uint32Array
+  /**
    * UTF-16 code units of the window contents the search took along (what it may read in
    * full, besides the batch).
    */
@@ -25,23 +30,28 @@ export declare class NativeNearSearch {
 
 /**
  * A window of recent contents, oldest first, held in native memory between calls: a content is
- * copied in once ([`NativeNearWindow::push`]), and a call copies only its batch.
+ * copied in once ([`NativeNearWindow::push`]), and a call copies only its batch. The memory it
+ * holds is reported to V8 (`napi_adjust_external_memory`), so that the garbage collector knows
+ * what collecting a dropped window frees.
  */
 export declare class NativeNearWindow {
   /** An empty window. */
   constructor()
   /** Contents held. */
   get length(): number
-  /** Appends `contents` (copied), oldest first, as the newest contents. */
-  push(contents: string[]): void
+  /** Bytes of native memory the window holds (an estimate; also reported to V8). */
+  get bytes(): number
+  /** Appends `contents` (copied), oldest first, as the newest contents, arrived at `added_ms`. */
+  push(contents: string[], addedMs: number): void
   /** Drops the `count` oldest contents. */
   dropOldest(count: number): void
   /**
-   * A search of `batch` against the window as it is now, without the contents at positions
-   * `skip` (oldest = 0): it takes along the contents that could match (shared, not copied),
-   * so the window may change before it runs. Reads only the first lines of `batch`.
+   * A search of `batch` against the window as it is now: it takes along the contents that
+   * could match (shared, not copied), so the window may change before it runs. With
+   * `ttl_ms`, a content is offered only while its arrival time + `ttl_ms` > `now_ms`. Reads
+   * only the first lines of `batch`.
    */
-  search(batch: string[], exclude: Uint8Array, threshold: number, skip: Uint32Array): NativeNearSearch
+  search(batch: string[], exclude: Uint8Array, threshold: number, nowMs: number, ttlMs?: number | undefined | null): NativeNearSearch
 }
 
 /**

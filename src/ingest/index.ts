@@ -365,6 +365,8 @@ export class IngestIndex {
     if (this.#closed) return;
     this.#closed = true;
     await Promise.allSettled([...this.#inFlight]);
+    // The windows' native memory is freed now, not whenever the index is collected.
+    this.#windows.clear();
     await this.store.close();
   }
 }

@@ -98,17 +98,8 @@ export class NamespaceWindow {
   #slots: (WindowEntry | undefined)[] = [];
   #head = 0;
   readonly #contents = new native.NativeNearWindow();
-  #inOrder = true;
   ids = new Set<string>();
   units = 0;
-
-  /**
-   * Whether the entries arrived in time order (each `addedMs` at least the one before): then
-   * once the expired ones are dropped from the oldest end, none is left.
-   */
-  get inOrder(): boolean {
-    return this.#inOrder;
-  }
 
   /** Entries held. */
   get length(): number {
@@ -118,9 +109,10 @@ export class NamespaceWindow {
   /** Appends the newest entries, oldest first (their contents are copied into native memory). */
   push(items: readonly NearCandidate[], addedMs: number): void {
     if (items.length === 0) return;
-    this.#contents.push(items.map((c) => c.content));
-    const newest = this.#slots[this.#slots.length - 1];
-    if (newest !== undefined && addedMs < newest.addedMs) this.#inOrder = false;
+    this.#contents.push(
+      items.map((c) => c.content),
+      addedMs,
+    );
     for (const { id, content } of items) {
       this.#slots.push({ id, units: content.length, addedMs });
       this.ids.add(id);
@@ -145,7 +137,6 @@ export class NamespaceWindow {
     if (this.#head === this.#slots.length) {
       this.#slots = [];
       this.#head = 0;
-      this.#inOrder = true;
     } else if (this.#head >= COMPACT_MIN_HEAD && this.#head * 2 >= this.#slots.length) {
       this.#slots = this.#slots.slice(this.#head);
       this.#head = 0;
@@ -155,29 +146,27 @@ export class NamespaceWindow {
   }
 
   /**
-   * Near duplicates of `batch` against the entries `offer` accepts (all without it). Returns
-   * the entries held (oldest first: a match's `target` below their count is one of them, at or
-   * above it a batch item) and the native search, whose window contents are fixed when this is
-   * called. The search runs off the main thread when the batch and the window contents it may
-   * read reach `asyncThreshold` code units.
+   * Near duplicates of `batch` against the entries still live at `nowMs` (with `ttlMs`: added
+   * less than `ttlMs` before it). Returns the native search, whose window contents are fixed
+   * when this is called, and the entries it may name (a match's `target` is a window position,
+   * or the window's length + a batch index). It runs off the main thread when the batch and the
+   * window contents it may read reach `asyncThreshold` code units. Its cost follows the batch
+   * and the window items that start with one of its items' first lines, not the window's size.
    */
   decide(
     batch: string[],
     exclude: Uint8Array,
     threshold: number,
-    offer: ((entry: WindowEntry) => boolean) | undefined,
+    time: { nowMs: number; ttlMs: number | undefined },
     asyncThreshold: number,
-  ): { held: WindowEntry[]; found: NativeNearMatches | Promise<NativeNearMatches> } {
-    const held = this.#slots.slice(this.#head) as WindowEntry[];
+  ): { windowLength: number; entryAt: (position: number) => WindowEntry; found: NativeNearMatches | Promise<NativeNearMatches> } {
+    const search = this.#contents.search(batch, exclude, threshold, time.nowMs, time.ttlMs);
+    const taken = new Map<number, WindowEntry>();
+    for (const position of search.positions) taken.set(position, this.#slots[this.#head + position]!);
     let batchUnits = 0;
     for (const content of batch) batchUnits += content.length;
-    const skip: number[] = [];
-    if (offer !== undefined) {
-      for (let i = 0; i < held.length; i++) if (!offer(held[i]!)) skip.push(i);
-    }
-    const search = this.#contents.search(batch, exclude, threshold, Uint32Array.from(skip));
     const found = batchUnits + search.units >= asyncThreshold ? search.runAsync(batch, exclude, threshold) : search.run(batch, exclude, threshold);
-    return { held, found };
+    return { windowLength: this.length, entryAt: (position) => taken.get(position)!, found };
   }
 }
 
@@ -204,6 +193,13 @@ export class NearWindows {
   /** Content held by all windows, in UTF-16 code units. */
   get units(): number {
     return this.#units;
+  }
+
+  /** Empties every window now (their native memory is freed at once, not when collected). */
+  clear(): void {
+    for (const window of this.#windows.values()) window.dropWhile(() => true);
+    this.#windows.clear();
+    this.#units = 0;
   }
 
   /**
@@ -254,9 +250,9 @@ export class NearWindows {
       seen.add(c.id);
     });
     const batch = candidates.map((c) => c.content);
-    // Entries past their TTL behind the oldest live one (a clock that went back) are not offered.
-    const live = ttlMs === undefined || window.inOrder ? undefined : (e: WindowEntry) => e.addedMs + ttlMs > nowMs;
-    const { held, found: search } = window.decide(batch, exclude, settings.threshold, live, this.#asyncThreshold);
+    // The search offers only entries still live: after a clock went back, expired ones can sit
+    // behind live ones, where the drop above does not reach.
+    const { windowLength, entryAt, found: search } = window.decide(batch, exclude, settings.threshold, { nowMs, ttlMs }, this.#asyncThreshold);
     const found = await search;
 
     const hits: (NearHit | undefined)[] = new Array(candidates.length);
@@ -267,7 +263,7 @@ export class NearWindows {
         if (exclude[i] === 0) added.push(candidates[i]!);
         continue;
       }
-      const duplicateOf = target < held.length ? held[target]!.id : candidates[target - held.length]!.id;
+      const duplicateOf = target < windowLength ? entryAt(target).id : candidates[target - windowLength]!.id;
       hits[i] = { duplicateOf, similarity: found.similarity[i]! };
     }
     const before = window.units;

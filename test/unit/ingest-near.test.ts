@@ -130,6 +130,15 @@ describe('IngestIndex near-duplicate mode', () => {
     await index.close();
   });
 
+  it('close() empties the windows (their native memory is freed then, not when the index is collected)', async () => {
+    const index = await IngestIndex.open({ store: 'memory', nearDuplicates: true });
+    await index.ingest('a', [{ id: 'a', content: doc('a') }]);
+    await index.ingest('b', [{ id: 'b', content: doc('b') }]);
+    expect([index.nearWindowSize('a'), index.nearWindowSize('b')]).toEqual([1, 1]);
+    await index.close();
+    expect([index.nearWindowSize('a'), index.nearWindowSize('b')]).toEqual([0, 0]);
+  });
+
   it('bounds the memory of all windows together, shrinking the least recently used first', async () => {
     const size = doc('o1').length; // as long as o2, n1, n2
     const index = await IngestIndex.open({ store: 'memory', nearDuplicates: true, nearWindowMaxChars: 3 * size });
@@ -216,8 +225,8 @@ describe('near-duplicate check: native core vs the pure-JS reference and a naive
     fc.assert(
       fc.property(fc.array(content, { maxLength: 20 }), fc.array(content, { maxLength: 20 }), fc.constantFrom(0.3, 0.5, 0.75, 0.85, 1), (window, batch, t) => {
         const kept = new native.NativeNearWindow();
-        kept.push(window);
-        const found = kept.search(batch, new Uint8Array(batch.length), t, new Uint32Array(0)).run(batch, new Uint8Array(batch.length), t);
+        kept.push(window, 0);
+        const found = kept.search(batch, new Uint8Array(batch.length), t, 0).run(batch, new Uint8Array(batch.length), t);
         const expected = refNearDuplicates(window, batch, t);
         expect([...found.target]).toEqual(expected.map((m) => m?.target ?? -1));
         expect([...found.similarity].map((s) => (Number.isNaN(s) ? undefined : s))).toEqual(expected.map((m) => m?.similarity));

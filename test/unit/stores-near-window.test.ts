@@ -67,6 +67,7 @@ describe('near-duplicate window eviction', () => {
     const random = mulberry32(7).next;
     const window = new NamespaceWindow();
     const model: { id: string; content: string; addedMs: number }[] = [];
+    const always = { nowMs: 0, ttlMs: undefined };
     // Three lines of its own per entry, so that an exact copy finds exactly its entry.
     const text = (k: number) => `a ${k}\nb ${k}\nc ${k}${'x'.repeat(k % 7)}`;
     let next = 0;
@@ -93,14 +94,16 @@ describe('near-duplicate window eviction', () => {
         // The native contents follow: the entries offered are the model's, and a copy of each
         // model content is found at its position.
         const copies = model.map((e) => e.content);
-        const { held, found } = window.decide(copies, new Uint8Array(copies.length), 1, undefined, Number.POSITIVE_INFINITY);
-        expect(held.map((e) => e.id)).toEqual(model.map((e) => e.id));
-        expect([...(found as { target: Int32Array }).target]).toEqual(model.map((_, i) => i));
+        const { windowLength, entryAt, found } = window.decide(copies, new Uint8Array(copies.length), 1, always, Number.POSITIVE_INFINITY);
+        expect(windowLength).toBe(model.length);
+        const targets = [...(found as { target: Int32Array }).target];
+        expect(targets).toEqual(model.map((_, i) => i));
+        expect(targets.map((t) => entryAt(t).id)).toEqual(model.map((e) => e.id));
       }
     }
   });
 
-  it('the native window holds the contents pushed, in order, and offers only the entries asked for', async () => {
+  it('the native window holds the contents pushed, in order, and offers only the entries still live', async () => {
     const window = new NamespaceWindow();
     const text = (k: number) => [`first ${k}`, `second ${k}`, `third ${k}`, `fourth ${k}`].join('\n');
     window.push(
@@ -115,15 +118,18 @@ describe('near-duplicate window eviction', () => {
     const batch = [text(0), text(1), text(2), text(3), text(4)];
     const none = new Uint8Array(batch.length);
     // a0 was dropped: its copy matches nothing in the window, and is then a candidate itself.
-    const everything = window.decide(batch, none, 1, undefined, Number.POSITIVE_INFINITY);
-    expect(everything.held.map((e) => e.id)).toEqual(['a1', 'a2', 'a3', 'a4']);
-    expect([...(everything.found as { target: Int32Array }).target]).toEqual([-1, 0, 1, 2, 3]);
-    // Offering only the entries added at 20 (as a TTL would): targets are still window positions.
-    const late = window.decide(batch, none, 1, (e) => e.addedMs === 20, 0);
-    expect(late.held.map((e) => e.id)).toEqual(['a1', 'a2', 'a3', 'a4']);
+    const everything = window.decide(batch, none, 1, { nowMs: 25, ttlMs: undefined }, Number.POSITIVE_INFINITY);
+    expect(everything.windowLength).toBe(4);
+    const targets = [...(everything.found as { target: Int32Array }).target];
+    expect(targets).toEqual([-1, 0, 1, 2, 3]);
+    expect(targets.slice(1).map((t) => everything.entryAt(t).id)).toEqual(['a1', 'a2', 'a3', 'a4']);
+    // With a TTL of 10 at 25, only the entries added at 20 are live: targets stay window positions.
+    const late = window.decide(batch, none, 1, { nowMs: 25, ttlMs: 10 }, 0);
     // The search is fixed when it is called: dropping everything meanwhile changes nothing.
     window.dropWhile(() => true);
     expect(window.length).toBe(0);
-    expect([...(await late.found).target]).toEqual([-1, -1, -1, 2, 3]);
+    const lateTargets = [...(await late.found).target];
+    expect(lateTargets).toEqual([-1, -1, -1, 2, 3]);
+    expect(lateTargets.slice(3).map((t) => late.entryAt(t).id)).toEqual(['a3', 'a4']);
   });
 });

@@ -225,10 +225,22 @@ fn batch_starts<B: Utf16Source>(
     let mut starts: AHashSet<Vec<u16>> = AHashSet::new();
     let mut lengths = Vec::with_capacity(included.len());
     for &i in &included {
-        batch.with_units(i, |units| {
-            starts.extend(first_lines(units, &mut scratch));
-            lengths.push(units.len());
-        });
+        let len = batch.len_of(i);
+        // The first lines usually end within the first START_UNITS units: the rest of a long
+        // item is not read here.
+        let first = batch
+            .with_prefix(i, START_UNITS, |units| {
+                if units.len() == len {
+                    return Some(first_lines(units, &mut scratch));
+                }
+                // Only the lines the prefix holds whole (up to its last line feed).
+                let whole = &units[..units.iter().rposition(|&u| u == 0x0A)?];
+                let lines = first_lines(whole, &mut scratch);
+                (lines.len() == FINGERPRINT_LINES).then_some(lines)
+            })
+            .unwrap_or_else(|| batch.with_units(i, |units| first_lines(units, &mut scratch)));
+        starts.extend(first);
+        lengths.push(len);
     }
     lengths.sort_unstable();
     Some(BatchStarts {
@@ -328,32 +340,29 @@ fn search<W: Utf16Source, B: Utf16Source>(
     (result, visits)
 }
 
-/// A content of a [`NearWindow`]: its code units and its first `FINGERPRINT_LINES` non-empty
-/// normalized lines (what a search looks at first), computed once when it enters the window.
+/// A content of a [`NearWindow`]: its code units, when it arrived, and the hashes of its first
+/// `FINGERPRINT_LINES` non-empty normalized lines (each once), computed when it enters.
 #[derive(Debug)]
 pub struct WindowContent {
     units: Box<[u16]>,
-    /// The first lines, each once.
-    first: Vec<Vec<u16>>,
+    added_ms: f64,
+    first: Vec<u64>,
 }
 
 impl WindowContent {
-    fn new(units: &[u16]) -> Self {
-        let mut first = first_lines(units, &mut Vec::new());
-        let mut k = 0;
-        while k < first.len() {
-            if first[..k].contains(&first[k]) {
-                first.remove(k);
-            } else {
-                k += 1;
-            }
-        }
-        WindowContent {
-            units: units.into(),
-            first,
-        }
+    /// Bytes this content holds, with its share of the window's index (an estimate).
+    fn bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + 2 * self.units.len()
+            + self.first.len() * (std::mem::size_of::<u64>() + INDEX_ENTRY_BYTES)
+            + ARC_BYTES
     }
 }
+
+/// Estimated bytes of one index entry (a sequence number in a list, a share of a table slot).
+const INDEX_ENTRY_BYTES: usize = 48;
+/// Estimated bytes of an `Arc` allocation besides its value, plus the window's pointer to it.
+const ARC_BYTES: usize = 24;
 
 /// Window contents taken along by a search, as a source.
 struct Kept<'a>(&'a [Arc<WindowContent>]);
@@ -373,20 +382,22 @@ impl Utf16Source for Kept<'_> {
 }
 
 /// A window of recent contents kept between calls, oldest first: a content is copied in once
-/// ([`NearWindow::push`]), with its first normalized lines in an index, and contents leave from
-/// the oldest end. A search ([`NearWindow::search`]) takes along only the contents that start
-/// with a line some batch item starts with (shared pointers, not copies), so its cost follows
-/// the batch and the contents that could match it, not the window's size; and it can run on
-/// another thread while the window changes.
+/// ([`NearWindow::push`]), with the hashes of its first normalized lines in an index, and
+/// contents leave from the oldest end. A search ([`NearWindow::search`]) takes along only the
+/// live contents that start with a line some batch item starts with (shared pointers, not
+/// copies), so its cost follows the batch and the contents that could match it, not the
+/// window's size; and it can run on another thread while the window changes.
 #[derive(Debug, Default)]
 pub struct NearWindow {
     contents: VecDeque<Arc<WindowContent>>,
     /// Sequence number of the oldest content (contents are numbered in push order).
     oldest: u64,
-    /// For each first line, the sequence numbers of the contents that start with it, oldest
-    /// first.
-    by_start: AHashMap<Vec<u16>, VecDeque<u64>>,
+    /// For each first-line hash, the sequence numbers of the contents that start with such a
+    /// line, oldest first. A search confirms each candidate's lines (hashes may collide).
+    by_start: AHashMap<u64, VecDeque<u64>>,
+    hasher: ahash::RandomState,
     units: usize,
+    bytes: usize,
 }
 
 impl NearWindow {
@@ -410,17 +421,36 @@ impl NearWindow {
         self.units
     }
 
-    /// Appends `units` as the newest content.
-    pub fn push(&mut self, units: &[u16]) {
-        let content = WindowContent::new(units);
+    /// Bytes of memory the window holds (an estimate: contents, index and bookkeeping).
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Appends `units`, which arrived at `added_ms`, as the newest content.
+    pub fn push(&mut self, units: &[u16], added_ms: f64) {
+        let mut first: Vec<u64> = first_lines(units, &mut Vec::new())
+            .iter()
+            .map(|line| self.hasher.hash_one(line))
+            .collect();
+        let mut k = 0;
+        while k < first.len() {
+            if first[..k].contains(&first[k]) {
+                first.remove(k);
+            } else {
+                k += 1;
+            }
+        }
+        let content = WindowContent {
+            units: units.into(),
+            added_ms,
+            first,
+        };
         let seq = self.oldest + self.contents.len() as u64;
-        for line in &content.first {
-            self.by_start
-                .entry(line.clone())
-                .or_default()
-                .push_back(seq);
+        for &hash in &content.first {
+            self.by_start.entry(hash).or_default().push_back(seq);
         }
         self.units += units.len();
+        self.bytes += content.bytes();
         self.contents.push_back(Arc::new(content));
     }
 
@@ -431,28 +461,31 @@ impl NearWindow {
                 return;
             };
             // The oldest content is the oldest of every list it is in: at their fronts.
-            for line in &content.first {
-                if let Some(list) = self.by_start.get_mut(line) {
+            for hash in &content.first {
+                if let Some(list) = self.by_start.get_mut(hash) {
                     debug_assert_eq!(list.front(), Some(&self.oldest));
                     list.pop_front();
                     if list.is_empty() {
-                        self.by_start.remove(line);
+                        self.by_start.remove(hash);
                     }
                 }
             }
             self.units -= content.units.len();
+            self.bytes -= content.bytes();
             self.oldest += 1;
         }
     }
 
-    /// A search of `batch` against the window as it is now, without the contents at positions
-    /// `skip` (oldest = 0). Only the first lines of the batch items are read here.
+    /// A search of `batch` against the window as it is now. With `ttl_ms`, a content that
+    /// arrived at `added_ms` is offered only while `added_ms + ttl_ms > now_ms` (as JavaScript
+    /// computes it). Only the first lines of the batch items are read here.
     pub fn search<B: Utf16Source>(
         &self,
         batch: &B,
         exclude: &[bool],
         threshold: f64,
-        skip: &[u32],
+        now_ms: f64,
+        ttl_ms: Option<f64>,
     ) -> WindowSearch {
         let mut search = WindowSearch {
             contents: Vec::new(),
@@ -467,17 +500,19 @@ impl NearWindow {
         };
         let mut positions: Vec<usize> = starts
             .iter()
-            .filter_map(|line| self.by_start.get(line))
+            .filter_map(|line| self.by_start.get(&self.hasher.hash_one(line)))
             .flatten()
             .map(|&seq| usize::try_from(seq - self.oldest).expect("a position in the window"))
             .collect();
         positions.sort_unstable();
         positions.dedup();
-        let skipped: AHashSet<u32> = skip.iter().copied().collect();
+        let mut scratch = Vec::new();
         for position in positions {
             let content = &self.contents[position];
-            if !skipped.contains(&to_u32(position))
+            let live = ttl_ms.map_or(true, |ttl| content.added_ms + ttl > now_ms);
+            if live
                 && length_compatible(content.units.len(), &lengths)
+                && starts_with_any(&content.units, true, &starts, &mut scratch) == Some(true)
             {
                 search.contents.push(Arc::clone(content));
                 search.positions.push(position);
@@ -502,6 +537,12 @@ impl WindowSearch {
     /// Window contents the search held when it was made.
     pub fn window_len(&self) -> usize {
         self.total
+    }
+
+    /// Window positions of the contents it took along, ascending: the only window positions a
+    /// match can name.
+    pub fn positions(&self) -> &[usize] {
+        &self.positions
     }
 
     /// Code units of the window contents it took along (the ones it may read in full).
@@ -666,6 +707,42 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_batch_item_whose_first_lines_end_past_its_start_is_read_further() {
+        // The batch item's fifth line is the one it shares with the window content's first
+        // lines, and it straddles the first START_UNITS units: read whole, it makes the content
+        // a candidate (fingerprint overlap 1 × 3, Jaccard 41/49).
+        let long = format!("shared {}", "L".repeat(400));
+        let tail: Vec<String> = (0..40).map(|i| format!("tail line {i}")).collect();
+        let mut content = vec![
+            long.clone(),
+            long.clone(),
+            long.clone(),
+            "y".into(),
+            "z".into(),
+        ];
+        content.extend(tail.iter().cloned());
+        let mut item: Vec<String> = (0..4).map(|i| format!("{i}{}", "x".repeat(99))).collect();
+        item.push(long);
+        item.extend(tail);
+        let item = item.join("\n");
+        assert!(
+            item.find("shared").unwrap() < START_UNITS
+                && item.find("shared").unwrap() + 407 > START_UNITS
+        );
+        let batch = Utf16Arena::from_strs(&[item]);
+        let expected = Some(NearMatch {
+            target: 0,
+            similarity: 41.0 / 49.0,
+        });
+        let mut kept = NearWindow::new();
+        kept.push(&u16s(&content.join("\n")), 0.0);
+        let search = kept.search(&batch, &[], 0.5, 0.0, None);
+        assert_eq!(search.run(&batch, &[], 0.5), vec![expected]);
+        let window = Utf16Arena::from_strs(&[content.join("\n")]);
+        assert_eq!(near_duplicates(&window, &batch, &[], 0.5), vec![expected]);
+    }
+
     fn u16s(s: &str) -> Vec<u16> {
         s.encode_utf16().collect()
     }
@@ -806,42 +883,51 @@ mod tests {
             prop_assert_eq!(got, oracle(&window, &batch, &exclude, t));
         }
 
-        /// A kept window (contents pushed in, some dropped from the oldest end, some skipped)
-        /// answers as the brute-force oracle does on the contents it offers, at their window
-        /// positions.
+        /// A kept window (contents pushed in, some dropped from the oldest end, some expired by
+        /// a TTL, in any time order) answers as the brute-force oracle does on the contents it
+        /// offers, at their window positions.
         #[test]
         fn a_kept_window_matches_the_oracle_on_the_contents_offered(
             (window, batch) in case_strategy(),
             dropped in 0usize..6,
-            skip in prop::collection::vec(0u32..30, 0..4),
+            times in prop::collection::vec(0u8..8, 25),
+            ttl in prop::option::of(1u8..6),
             exclude in prop::collection::vec(prop::bool::weighted(0.25), 0..25),
             t in prop::sample::select(vec![0.0, 0.5, 0.75, 0.85, 1.0, f64::NAN]),
         ) {
+            let now = 8.0;
+            let ttl = ttl.map(f64::from);
             let mut kept = NearWindow::new();
-            for content in &window {
-                kept.push(&u16s(content));
+            for (k, content) in window.iter().enumerate() {
+                kept.push(&u16s(content), f64::from(times[k]));
             }
             kept.drop_oldest(dropped);
             let held = &window[dropped.min(window.len())..];
             prop_assert_eq!(kept.len(), held.len());
             prop_assert_eq!(kept.units(), held.iter().map(String::len).sum::<usize>());
-            // Offered: the held contents not skipped; `positions[k]` is offered content k's.
-            let positions: Vec<usize> =
-                (0..held.len()).filter(|&p| !skip.contains(&to_u32(p))).collect();
+            // Offered: the held contents still live; `positions[k]` is offered content k's.
+            let live = |p: usize| ttl.is_none_or(|ttl| f64::from(times[dropped + p]) + ttl > now);
+            let positions: Vec<usize> = (0..held.len()).filter(|&p| live(p)).collect();
             let offered: Vec<String> = positions.iter().map(|&p| held[p].clone()).collect();
             let batch_arena = Utf16Arena::from_strs(&batch);
-            let search = kept.search(&batch_arena, &exclude, t, &skip);
+            let search = kept.search(&batch_arena, &exclude, t, now, ttl);
             prop_assert_eq!(search.window_len(), held.len());
+            prop_assert!(search.positions().windows(2).all(|w| w[0] < w[1]));
             let got: Vec<Option<(usize, f64)>> = search
                 .run(&batch_arena, &exclude, t)
                 .into_iter()
                 .map(|m| m.map(|m| (m.target, m.similarity)))
                 .collect();
+            for (target, _) in got.iter().flatten() {
+                prop_assert!(*target >= held.len() || search.positions().contains(target));
+            }
             let expected: Vec<Option<(usize, f64)>> = oracle(&offered, &batch, &exclude, t)
                 .into_iter()
                 .map(|m| m.map(|(k, s)| (positions.get(k).copied().unwrap_or(held.len() + k - offered.len()), s)))
                 .collect();
             prop_assert_eq!(got, expected);
+            kept.drop_oldest(usize::MAX);
+            prop_assert_eq!((kept.units(), kept.bytes(), kept.by_start.len()), (0, 0, 0));
         }
 
         #[test]

@@ -59,10 +59,35 @@ fn to_js(matches: Vec<Option<NearMatch>>) -> NativeNearMatches {
 }
 
 /// A window of recent contents, oldest first, held in native memory between calls: a content is
-/// copied in once ([`NativeNearWindow::push`]), and a call copies only its batch.
-#[napi]
+/// copied in once ([`NativeNearWindow::push`]), and a call copies only its batch. The memory it
+/// holds is reported to V8 (`napi_adjust_external_memory`), so that the garbage collector knows
+/// what collecting a dropped window frees.
+#[napi(custom_finalize)]
 pub struct NativeNearWindow {
     window: NearWindow,
+    /// Bytes reported to V8 so far.
+    reported: usize,
+}
+
+impl NativeNearWindow {
+    /// Reports the change of the window's memory since the last report.
+    fn report(&mut self, env: &Env) -> Result<()> {
+        let now = self.window.bytes();
+        let change = i64::try_from(now).unwrap_or(i64::MAX)
+            - i64::try_from(self.reported).unwrap_or(i64::MAX);
+        if change != 0 {
+            env.adjust_external_memory(change)?;
+            self.reported = now;
+        }
+        Ok(())
+    }
+}
+
+impl ObjectFinalize for NativeNearWindow {
+    fn finalize(self, env: Env) -> Result<()> {
+        env.adjust_external_memory(-i64::try_from(self.reported).unwrap_or(i64::MAX))?;
+        Ok(())
+    }
 }
 
 #[napi]
@@ -72,6 +97,7 @@ impl NativeNearWindow {
     pub fn new() -> Self {
         NativeNearWindow {
             window: NearWindow::new(),
+            reported: 0,
         }
     }
 
@@ -81,34 +107,55 @@ impl NativeNearWindow {
         ctxdedup_core::to_u32(self.window.len())
     }
 
-    /// Appends `contents` (copied), oldest first, as the newest contents.
+    /// Bytes of native memory the window holds (an estimate; also reported to V8).
+    #[napi(getter)]
+    pub fn bytes(&self) -> f64 {
+        self.window.bytes() as f64
+    }
+
+    /// Appends `contents` (copied), oldest first, as the newest contents, arrived at `added_ms`.
     #[napi(catch_unwind)]
-    pub fn push(&mut self, #[napi(ts_arg_type = "string[]")] contents: JsStrings) {
+    pub fn push(
+        &mut self,
+        env: Env,
+        #[napi(ts_arg_type = "string[]")] contents: JsStrings,
+        added_ms: f64,
+    ) -> Result<()> {
         for i in 0..contents.count() {
-            contents.with_units(i, |units| self.window.push(units));
+            contents.with_units(i, |units| self.window.push(units, added_ms));
         }
+        self.report(&env)
     }
 
     /// Drops the `count` oldest contents.
     #[napi]
-    pub fn drop_oldest(&mut self, count: u32) {
+    pub fn drop_oldest(&mut self, env: Env, count: u32) -> Result<()> {
         self.window.drop_oldest(count as usize);
+        self.report(&env)
     }
 
-    /// A search of `batch` against the window as it is now, without the contents at positions
-    /// `skip` (oldest = 0): it takes along the contents that could match (shared, not copied),
-    /// so the window may change before it runs. Reads only the first lines of `batch`.
+    /// A search of `batch` against the window as it is now: it takes along the contents that
+    /// could match (shared, not copied), so the window may change before it runs. With
+    /// `ttl_ms`, a content is offered only while its arrival time + `ttl_ms` > `now_ms`. Reads
+    /// only the first lines of `batch`.
     #[napi(catch_unwind)]
     pub fn search(
         &self,
         #[napi(ts_arg_type = "string[]")] batch: JsStrings,
         exclude: &[u8],
         threshold: f64,
-        skip: &[u32],
+        now_ms: f64,
+        ttl_ms: Option<f64>,
     ) -> Result<NativeNearSearch> {
         check_sizes(self.window.len(), batch.count(), exclude.len())?;
         Ok(NativeNearSearch {
-            search: Arc::new(self.window.search(&batch, &flags(exclude), threshold, skip)),
+            search: Arc::new(self.window.search(
+                &batch,
+                &flags(exclude),
+                threshold,
+                now_ms,
+                ttl_ms,
+            )),
         })
     }
 }
@@ -124,6 +171,19 @@ pub struct NativeNearSearch {
 
 #[napi]
 impl NativeNearSearch {
+    /// Window positions (oldest = 0, when the search was made) of the contents it took along,
+    /// ascending: the only window positions a match can name.
+    #[napi(getter)]
+    pub fn positions(&self) -> Uint32Array {
+        Uint32Array::new(
+            self.search
+                .positions()
+                .iter()
+                .map(|&p| ctxdedup_core::to_u32(p))
+                .collect(),
+        )
+    }
+
     /// UTF-16 code units of the window contents the search took along (what it may read in
     /// full, besides the batch).
     #[napi(getter)]
