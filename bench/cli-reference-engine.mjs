@@ -45,5 +45,6 @@ export async function engine(messages, options) {
     }
   }
   rewritten.sort((x, y) => x.index - y.index);
-  return { rewritten, stats: { exactDuplicates: exact.size, nearDuplicates: fuzzy.size, keptInWindow: 0, blockReferences: 0, blockCharsSaved: 0 } };
+  const targets = [...new Set([...exact.values(), ...fuzzy.values()].map((a) => a.duplicateOfIndex))].sort((x, y) => x - y);
+  return { rewritten, targets, stats: { exactDuplicates: exact.size, nearDuplicates: fuzzy.size, keptInWindow: 0, blockReferences: 0, blockCharsSaved: 0 } };
 }

@@ -34,6 +34,11 @@ import type { StringEdit } from './splice.js';
  */
 export interface SessionDecisions {
   rewritten: { index: number; content: string; charsSaved: number; blockTokensSaved?: number }[];
+  /**
+   * Indexes of the messages a rewrite refers to (a tag's kept copy, a block reference's source
+   * message), ascending: they must stay as they are, so cross-session dedup leaves them alone.
+   */
+  targets: number[];
   stats: Pick<MessageDedupStats, 'exactDuplicates' | 'nearDuplicates' | 'keptInWindow' | 'blockReferences' | 'blockCharsSaved'>;
 }
 
@@ -103,7 +108,9 @@ export function stageOptions(s: DedupeSettings): DedupeMessagesOptions {
 /** A stage result as the CLI reads it: block decisions come one per run, a message is one rewrite. */
 function rewrites(r: DedupeMessagesResult): SessionDecisions {
   const rewritten: SessionDecisions['rewritten'] = [];
+  const targets = new Set<number>();
   for (const d of r.decisions) {
+    targets.add(d.duplicateOfIndex);
     const last = rewritten[rewritten.length - 1];
     if (last !== undefined && last.index === d.index) {
       last.charsSaved += d.charsSaved;
@@ -117,7 +124,12 @@ function rewrites(r: DedupeMessagesResult): SessionDecisions {
   // The fields the CLI reads, not the whole object: `tokensSaved` is counted when read (the CLI
   // counts with its own tokenizer), and a worker's result is copied field by field.
   const { exactDuplicates, nearDuplicates, keptInWindow, blockReferences, blockCharsSaved } = r.stats;
-  return { rewritten, stats: { exactDuplicates, nearDuplicates, keptInWindow, blockReferences, blockCharsSaved } };
+  return { rewritten, targets: sortedIndexes(targets), stats: { exactDuplicates, nearDuplicates, keptInWindow, blockReferences, blockCharsSaved } };
+}
+
+/** The indexes of `set`, ascending. */
+export function sortedIndexes(set: ReadonlySet<number>): number[] {
+  return [...set].sort((a, b) => a - b);
 }
 
 /**
@@ -161,6 +173,7 @@ export function defaultEngine(settings: DedupeSettings): DedupeEngine {
     const plan = decide(found, (i) => (messages[i] as Message).id, input.lengths, window, tag, netPositive, true);
     return {
       rewritten: plan.replacements.map((r) => ({ index: r.index, content: r.tag, charsSaved: r.charsSaved })),
+      targets: sortedIndexes(new Set(plan.replacements.map((r) => r.duplicateOfIndex))),
       stats: { exactDuplicates: plan.exact, nearDuplicates: plan.near, keptInWindow: plan.keptInWindow, blockReferences: 0, blockCharsSaved: 0 },
     };
   };
@@ -254,6 +267,7 @@ export function dedupeHandler(settings: DedupeSettings, engine: DedupeEngine, co
       const handled: Handled<DedupeOutcome> = { edits, outcome };
       if (settings.crossSession && !preserved.has('tool')) {
         const cross: CrossCandidate[] = [];
+        const targets = new Set(result.targets);
         const recencyStart = recencyStartOf(units.length, settings.recencyWindow);
         // The stage's eligibility rule (length, role, tool calls), for tool outputs only.
         const { blocked } = analysisInput(
@@ -264,7 +278,9 @@ export function dedupeHandler(settings: DedupeSettings, engine: DedupeEngine, co
         units.forEach((unit, i) => {
           const m = unit.message;
           const content = m.content as string;
-          if (replacedIdx.has(i) || blocked[i] === 1 || m.role !== 'tool' || content.length === 0) return;
+          // A message the session's own references point at stays as it is (else they would
+          // chain, or point at lines no longer there).
+          if (replacedIdx.has(i) || targets.has(i) || blocked[i] === 1 || m.role !== 'tool' || content.length === 0) return;
           cross.push({
             key: meter.key(content),
             where: `${session.name}#${m.id}`,

@@ -8,7 +8,7 @@ import { stat } from 'node:fs/promises';
 import type { Readable, Writable } from 'node:stream';
 import { referenceTag } from '../stages/message-analysis.js';
 import { DEFAULT_TEMPLATES } from '../stages/messages.js';
-import { loadTokenizer, type TokenEncoding } from '../tokens.js';
+import { countTokens, loadTokenizer, type TokenEncoding } from '../tokens.js';
 import { dedupeHandler, loadEngine, validateSettings, verbatimEntry, type DedupeEngine, type DedupeOutcome, type DedupeSettings } from './dedupe-session.js';
 import { UsageError, type DataError } from './errors.js';
 import type { FormatName } from './formats.js';
@@ -251,6 +251,8 @@ export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise
       // The original as the session's parse saw it: the token's bytes are untouched in `out`.
       const literal = Buffer.from(out.buffer, out.byteOffset + start, end - start).toString('utf8');
       const content = JSON.parse(literal) as string;
+      // Keep earliest promises net-positive tags, in o200k tokens as well as in characters.
+      if (o.keep === 'earliest' && countTokens(after, 'o200k_base') >= countTokens(content, 'o200k_base')) return;
       patches.push({ start, end, bytes: Buffer.from(JSON.stringify(after)) });
       crossCount++;
       charsSaved += c.chars - after.length;

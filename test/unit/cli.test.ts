@@ -195,18 +195,78 @@ describe('cross-session', () => {
         { id: 'b2', index: 1, role: 'user', content: out },
       ],
     };
+    const c = { session: 'c', messages: [{ id: 'c1', index: 0, role: 'tool', content: out }] };
     const file = join(tmp.dir, 'cross.jsonl');
-    writeFileSync(file, `${JSON.stringify(a)}\n${JSON.stringify(b)}\n`);
+    writeFileSync(file, `${JSON.stringify(a)}\n${JSON.stringify(b)}\n${JSON.stringify(c)}\n`);
     const plain = await cli(['dedupe', file]);
     expect(plain.stdout.split('\n')[0]).toBe(JSON.stringify(a));
     const r = await cli(['dedupe', file, '--cross-session', '--keep', 'earliest']);
-    const [la, lb] = r.stdout
+    const [la, lb, lc] = r.stdout
       .trim()
       .split('\n')
       .map((l) => JSON.parse(l) as typeof a);
     expect(la?.messages[0]?.content).toBe(out);
-    expect(lb?.messages[0]?.content).toBe(`[ctxdedup: duplicate of a#a1 — ${out.length} chars]`);
-    expect(lb?.messages[1]?.content).toMatch(TAG);
+    // b1 is what b2's tag points at: it stays whole (a tag never points at a tag).
+    expect(lb?.messages[0]?.content).toBe(out);
+    expect(lb?.messages[1]?.content).toBe(`[ctxdedup: duplicate of b1 — ${out.length} chars]`);
+    expect(lc?.messages[0]?.content).toBe(`[ctxdedup: duplicate of a#a1 — ${out.length} chars]`);
+  });
+
+  it('leaves alone what the references of a session point at: no chained tags, no dangling block references', async () => {
+    const file12 = Array.from({ length: 12 }, (_, i) => `line ${i} of the file with some padding text`).join('\n');
+    const s1 = { session: 's1', messages: [{ id: 't', role: 'tool', content: file12 }] };
+    // Keep latest: a is tagged as a copy of b, so b must stay; cross-session must not replace it.
+    const s2 = {
+      session: 's2',
+      messages: [
+        { id: 'a', role: 'tool', content: file12 },
+        { id: 'b', role: 'tool', content: file12 },
+      ],
+    };
+    // Keep earliest with blocks: d's lines refer to c, so c must stay whole.
+    const s3 = {
+      session: 's3',
+      messages: [
+        { id: 'c', role: 'tool', content: file12 },
+        { id: 'd', role: 'tool', content: `${file12}\nand one new line` },
+      ],
+    };
+    const file = join(tmp.dir, 'cross-targets.jsonl');
+    writeFileSync(file, [s1, s2, s3].map((s) => JSON.stringify(s)).join('\n') + '\n');
+    const latest = await cli(['dedupe', file, '--cross-session']);
+    expect(latest.code, latest.stderr).toBe(0);
+    const [, l2] = latest.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as typeof s2);
+    expect(l2?.messages[0]?.content).toBe(`[ctxdedup: duplicate of b — ${file12.length} chars]`);
+    expect(l2?.messages[1]?.content).toBe(file12);
+    const earliest = await cli(['dedupe', file, '--cross-session', '--keep', 'earliest', '--blocks']);
+    expect(earliest.code, earliest.stderr).toBe(0);
+    const [, , l3] = earliest.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as typeof s3);
+    expect(l3?.messages[0]?.content).toBe(file12);
+    expect(l3?.messages[1]?.content).toBe('[ctxdedup: 12 lines unchanged, = c lines 1–12]\nand one new line');
+  });
+
+  it('with keep earliest, a cross-session tag is used only when it has fewer o200k tokens too', async () => {
+    // 400 × `a` is 50 tokens; a tag naming a long path-like session is shorter in characters
+    // but longer in tokens.
+    const out = 'a'.repeat(400);
+    const name = 'ai-workflow-agent:.ai-workflow/issue-119/00_planning/execute/agent_log_raw@420a65f0a5d0';
+    const a = { session: name, messages: [{ id: `${name}#item_0:out`, role: 'tool', content: out }] };
+    const b = { session: 'b', messages: [{ id: 'b1', role: 'tool', content: out }] };
+    const file = join(tmp.dir, 'cross-tokens.jsonl');
+    writeFileSync(file, `${JSON.stringify(a)}\n${JSON.stringify(b)}\n`);
+    const r = await cli(['dedupe', file, '--cross-session', '--keep', 'earliest']);
+    expect(r.code, r.stderr).toBe(0);
+    const lb = JSON.parse(r.stdout.trim().split('\n')[1] as string) as typeof b;
+    expect(lb.messages[0]?.content).toBe(out);
+    // Keep latest makes no token promise: the shorter tag is used.
+    const latest = await cli(['dedupe', file, '--cross-session']);
+    expect((JSON.parse(latest.stdout.trim().split('\n')[1] as string) as typeof b).messages[0]?.content).toMatch(/^\[ctxdedup: duplicate of /);
   });
 
   it('names the earlier copy verbatim, even when its session name looks like a replacement pattern', async () => {
