@@ -171,9 +171,6 @@ function countNewlines(b: Buffer, start: number, end: number): number {
   return n;
 }
 
-/** Sniffing looks for the first newline this far into an input without a telling extension. */
-const SNIFF_BYTES = 1 << 20;
-
 /**
  * Reads one input into pooled buffers: `buf[0, len)` holds bytes read and not yet handed on.
  */
@@ -231,16 +228,33 @@ class Reader {
   }
 }
 
+/** Offset of the first byte of `b[0, len)` that is not a BOM byte or JSON whitespace (`len` if none). */
+function firstNonBlank(b: Buffer, len: number): number {
+  let i = b[0] === 0xef && b[1] === 0xbb && b[2] === 0xbf ? 3 : 0;
+  while (i < len && (b[i] === 0x20 || b[i] === 0x0a || b[i] === 0x0d || b[i] === 0x09)) i++;
+  return i;
+}
+
+/** Whether `b[0, len)` holds its first non-blank line whole (up to its newline). */
+function firstLineRead(b: Buffer, len: number): boolean {
+  const start = firstNonBlank(b, len);
+  return start < len && b.subarray(0, len).indexOf(10, start) !== -1;
+}
+
 /**
  * Whether the JSONL line `b[start, end)` (without its newline) decides the file's mode, and
- * which. A line that cannot be decoded (invalid UTF-8, too long) decides nothing: its job reports it.
+ * which: a record with a `messages` array is a session record; one with a `message`, or a
+ * `role` and a `content`, is an agent event. Other lines (a header record, a line that cannot be
+ * decoded or parsed) decide nothing: their job reports them if they are errors.
  */
 function modeOf(b: Buffer, start: number, end: number): 'sessions' | 'agent' | undefined {
   const decoded = decodeInput(b, start, end);
   if (!('text' in decoded)) return undefined;
   const parsed = parseLine(decoded.text);
-  if (parsed.kind !== 'value') return undefined;
-  return isRecord(parsed.value) && Array.isArray(parsed.value['messages']) ? 'sessions' : 'agent';
+  if (parsed.kind !== 'value' || !isRecord(parsed.value)) return undefined;
+  const v = parsed.value;
+  if (Array.isArray(v['messages'])) return 'sessions';
+  return isRecord(v['message']) || ('role' in v && 'content' in v) ? 'agent' : undefined;
 }
 
 /**
@@ -274,13 +288,17 @@ export async function runPipeline<O>(options: PipelineOptions<O>, progress: Pipe
     }, bytes);
   };
 
-  /** Guesses the container of an input without a telling extension from its first line. */
+  /**
+   * Guesses the container of an input without a telling extension from its first non-blank
+   * line, read whole (`reader` holds it, or the whole input): a line that parses as a JSON
+   * object makes it JSONL; an empty input is an empty JSONL file.
+   */
   const sniff = (reader: Reader): Container => {
-    // A first line (within the first MB) that parses as a JSON object makes it JSONL.
-    const nl = reader.buf.subarray(0, reader.len).indexOf(10);
-    if (nl === -1 || nl >= SNIFF_BYTES) return 'json';
-    const first = stripBom(reader.buf.toString('utf8', 0, nl)).trim();
-    if (!first.startsWith('{')) return 'json';
+    const start = firstNonBlank(reader.buf, reader.len);
+    if (start === reader.len) return 'jsonl';
+    const nl = reader.buf.subarray(0, reader.len).indexOf(10, start);
+    const first = stripBom(reader.buf.toString('utf8', start, nl === -1 ? reader.len : nl)).trim();
+    if (!first.startsWith('{') || nl === -1) return 'json';
     try {
       return isRecord(JSON.parse(first)) ? 'jsonl' : 'json';
     } catch {
@@ -339,9 +357,9 @@ export async function runPipeline<O>(options: PipelineOptions<O>, progress: Pipe
       const reader = new Reader(source, pool, maxLineBytes);
       let container = options.format !== undefined ? containerOf(options.format) : file.container;
       if (container === undefined) {
-        // Read until the first newline (or the sniffing limit, or the end) is in the buffer.
-        for (await reader.fill(); !reader.eof && reader.len < SNIFF_BYTES && reader.buf.subarray(0, reader.len).indexOf(10) === -1; await reader.fill())
-          reader.grow();
+        // Read until the first non-blank line is whole in the buffer (or the end): however long
+        // it is, a JSONL file is read line by line and a JSON document whole anyway.
+        for (await reader.fill(); !reader.eof && !firstLineRead(reader.buf, reader.len) && reader.len < maxLineBytes; await reader.fill()) reader.grow();
         container = sniff(reader);
       }
       await push({ kind: 'open', file, target });

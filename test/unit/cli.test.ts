@@ -283,6 +283,44 @@ describe('cross-session', () => {
   });
 });
 
+describe('inputs without a telling extension (stdin)', () => {
+  const content = 'the same tool output, long enough to be replaced by a reference tag\n'.repeat(4);
+  const record = (name: string, big = '') =>
+    JSON.stringify({
+      session: name,
+      messages: [
+        { id: 'a', role: 'tool', content: content + big },
+        { id: 'b', role: 'tool', content: content + big },
+      ],
+    });
+
+  it('a first line longer than a megabyte still makes it JSONL', async () => {
+    const input = `${record('s1', 'x'.repeat(1_200_000))}\n${record('s2')}\n`;
+    const r = await cli(['dedupe', '-', '--json', '-o', join(tmp.dir, 'long-first.jsonl')], input);
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ sessions: 2, exactDuplicates: 2 });
+  });
+
+  it('blank lines before the first record are skipped, and empty input is an empty file', async () => {
+    const r = await cli(['dedupe', '-', '--json', '-o', join(tmp.dir, 'blank-first.jsonl')], `\n  \n${record('s1')}\n`);
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ sessions: 1, exactDuplicates: 1 });
+    const empty = await cli(['dedupe', '-', '-q'], '');
+    expect(empty.code, empty.stderr).toBe(0);
+    expect(empty.stdout).toBe('');
+  });
+
+  it('a header record before the sessions does not make the file one agent log', async () => {
+    const input = `{"type":"header","version":1}\n${record('s1')}\n${record('s2')}\n`;
+    const abort = await cli(['dedupe', '-', '-q'], input);
+    expect(abort.code).toBe(1);
+    expect(abort.stderr).toMatch(/-:1: not a session record/);
+    const skip = await cli(['dedupe', '-', '--json', '--on-error', 'skip', '-o', join(tmp.dir, 'header.jsonl')], input);
+    expect(skip.code, skip.stderr).toBe(0);
+    expect(JSON.parse(skip.stdout)).toMatchObject({ sessions: 2, exactDuplicates: 2 });
+  });
+});
+
 describe('errors and exit codes', () => {
   it('a line longer than one string can hold is a data error naming the file, not a crash', async () => {
     const file = join(tmp.dir, 'long-line.jsonl');
