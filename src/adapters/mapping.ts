@@ -60,12 +60,21 @@ const ANTHROPIC_OTHER_BLOCKS: ReadonlySet<string> = new Set([
 /** Block types a `tool_result`'s content may hold besides `text`. */
 const ANTHROPIC_TOOL_RESULT_OTHER: ReadonlySet<string> = new Set(['image', 'document', 'search_result']);
 
-/** Chooses unique ids: the preferred one, or a suffixed variant when it is taken. */
+/**
+ * Chooses unique ids: the preferred one, or a suffixed variant when it is taken. A suffixed
+ * variant is never one of `reserved` (ids the document itself uses, which a reader would take
+ * for that other item).
+ */
 export class Ids {
   private readonly seen = new Set<string>();
+  constructor(private readonly reserved: ReadonlySet<string> = new Set()) {}
+  /** Whether `id` is free: neither taken nor reserved. */
+  free(id: string): boolean {
+    return !this.seen.has(id) && !this.reserved.has(id);
+  }
   take(preferred: string): string {
     let id = preferred;
-    for (let n = 2; this.seen.has(id); n++) id = `${preferred}~${n}`;
+    for (let n = 2; this.seen.has(id) || (id !== preferred && this.reserved.has(id)); n++) id = `${preferred}~${n}`;
     this.seen.add(id);
     return id;
   }

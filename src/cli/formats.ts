@@ -67,18 +67,42 @@ function collect(m: Record<string, unknown>, at: PathStep[], baseId: string, ids
 }
 
 /**
+ * Names for the items of one document: an item's own id, or its positional name (`m3`, `l12`)
+ * when it has none or when an earlier item already has the same id (a reference must name one
+ * item, and one a reader can find: a suffixed variant such as `a~2` exists nowhere in the file).
+ */
+class Names {
+  private readonly bases = new Set<string>();
+  readonly ids: Ids;
+  constructor(own: readonly (string | undefined)[]) {
+    this.ids = new Ids(new Set(own.filter((id): id is string => id !== undefined)));
+  }
+  /** The base name of an item whose own id is `own` and whose positional name is `position`. */
+  base(own: string | undefined, position: string): string {
+    const name = own === undefined || (this.bases.has(own) && this.ids.free(position)) ? position : own;
+    this.bases.add(name);
+    return name;
+  }
+}
+
+/** `value` if it is a non-empty string. */
+function ownId(value: unknown): string | undefined {
+  return typeof value === 'string' && value !== '' ? value : undefined;
+}
+
+/**
  * The units of a messages array (OpenAI, Anthropic or ctxdedup dialect). Ids are the messages'
- * own string `id`s when present, otherwise `m<index>`; content blocks add `.<block>`.
+ * own string `id`s when present (and not already used by an earlier message), otherwise
+ * `m<index>`; content blocks add `.<block>`.
  */
 export function extractMessages(messages: readonly unknown[], base: PathStep[]): Extracted {
-  const ids = new Ids();
+  const names = new Names(messages.map((m) => (isObject(m) ? ownId(m['id']) : undefined)));
   const units: Unit[] = [];
   let count = 0;
   messages.forEach((m, i) => {
     if (!isObject(m)) return;
     count++;
-    const own = m['id'];
-    collect(m, [...base, i], typeof own === 'string' && own !== '' ? own : `m${i}`, ids, units);
+    collect(m, [...base, i], names.base(ownId(m['id']), `m${i}`), names.ids, units);
   });
   return { units, messages: count };
 }
@@ -89,18 +113,21 @@ export function extractMessages(messages: readonly unknown[], base: PathStep[]):
  * its `uuid`; a line that is itself a message (`role` + `content`) is accepted too.
  */
 export function extractEvents(events: readonly unknown[]): Extracted {
-  const ids = new Ids();
+  const own = events.map((event) => {
+    if (!isObject(event)) return undefined;
+    return isObject(event['message']) ? ownId(event['uuid']) : (ownId(event['id']) ?? ownId(event['uuid']));
+  });
+  const names = new Names(own);
   const units: Unit[] = [];
   let count = 0;
   events.forEach((event, line) => {
     if (!isObject(event)) return;
-    const uuid = typeof event['uuid'] === 'string' && event['uuid'] !== '' ? event['uuid'] : `l${line + 1}`;
     if (isObject(event['message'])) {
       count++;
-      collect(event['message'], [line, 'message'], uuid, ids, units);
+      collect(event['message'], [line, 'message'], names.base(own[line], `l${line + 1}`), names.ids, units);
     } else if ('role' in event && 'content' in event) {
       count++;
-      collect(event, [line], typeof event['id'] === 'string' && event['id'] !== '' ? event['id'] : uuid, ids, units);
+      collect(event, [line], names.base(own[line], `l${line + 1}`), names.ids, units);
     }
   });
   return { units, messages: count };

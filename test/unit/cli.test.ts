@@ -283,6 +283,45 @@ describe('cross-session', () => {
   });
 });
 
+describe('names in tags', () => {
+  const file = Array.from({ length: 12 }, (_, i) => `line ${i} of the file with some padding text`).join('\n');
+  const other = file.replaceAll('line', 'row');
+
+  it('a repeated message id gives way to the position, so a tag never names a suffixed id or another message', async () => {
+    // Ids b, a, a, a~2: the second `a` is message 2 (`m2`); the real `a~2` is another text.
+    const s = {
+      session: 's',
+      messages: [
+        { id: 'b', role: 'tool', content: file },
+        { id: 'a', role: 'tool', content: other },
+        { id: 'a', role: 'tool', content: file },
+        { id: 'a~2', role: 'tool', content: other },
+      ],
+    };
+    const r = await cli(['dedupe', '-', '-q'], `${JSON.stringify(s)}\n`);
+    expect(r.code, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout) as typeof s;
+    expect(out.messages.map((m) => m.content)).toEqual([
+      `[ctxdedup: duplicate of m2 — ${file.length} chars]`,
+      `[ctxdedup: duplicate of a~2 — ${other.length} chars]`,
+      file,
+      other,
+    ]);
+  });
+
+  it('an agent log with a repeated uuid names the later event by its line', async () => {
+    const event = (uuid: string, content: string) => JSON.stringify({ type: 'user', uuid, message: { role: 'tool', content } });
+    const log = [event('u1', file), event('u2', other), event('u2', file)].join('\n');
+    const r = await cli(['dedupe', '-', '--format', 'agent-jsonl', '-q'], `${log}\n`);
+    expect(r.code, r.stderr).toBe(0);
+    const lines = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { message: { content: string } });
+    expect(lines[0]?.message.content).toBe(`[ctxdedup: duplicate of l3 — ${file.length} chars]`);
+  });
+});
+
 describe('inputs without a telling extension (stdin)', () => {
   const content = 'the same tool output, long enough to be replaced by a reference tag\n'.repeat(4);
   const record = (name: string, big = '') =>
