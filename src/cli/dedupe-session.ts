@@ -195,6 +195,9 @@ export async function loadEngine(settings: DedupeSettings, moduleUrl: string | u
   return mod.engine as DedupeEngine;
 }
 
+/** Version of the verbatim file format `dedupe` writes and `restore` reads. */
+export const VERBATIM_VERSION = 1;
+
 /**
  * One edit of the verbatim file: where, the original, the tag written, and the original's JSON
  * literal as the input wrote it when `JSON.stringify` would write it otherwise (so `restore` gives

@@ -9,7 +9,16 @@ import type { Readable, Writable } from 'node:stream';
 import { referenceTag } from '../stages/message-analysis.js';
 import { DEFAULT_TEMPLATES } from '../stages/messages.js';
 import { countTokens, loadTokenizer, type TokenEncoding } from '../tokens.js';
-import { dedupeHandler, loadEngine, validateSettings, verbatimEntry, type DedupeEngine, type DedupeOutcome, type DedupeSettings } from './dedupe-session.js';
+import {
+  dedupeHandler,
+  loadEngine,
+  validateSettings,
+  VERBATIM_VERSION,
+  verbatimEntry,
+  type DedupeEngine,
+  type DedupeOutcome,
+  type DedupeSettings,
+} from './dedupe-session.js';
 import { UsageError, type DataError } from './errors.js';
 import type { FormatName } from './formats.js';
 import { discover, type InputFile } from './input.js';
@@ -185,6 +194,8 @@ function skippedLine(file: InputFile, error: DataError): string {
 export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise<DedupeReport> {
   if (o.inputs.length === 0) throw new UsageError('no inputs: give files, directories or - for stdin');
   if (o.dryRun && o.verbatim !== undefined) throw new UsageError('--verbatim has nothing to save with --dry-run');
+  // `restore --verbatim -` reads stdin; here `-` would silently be a file named "-".
+  if (o.verbatim === '-') throw new UsageError('--verbatim needs a file path (the output may be on stdout; write the verbatim file to a file)');
   // In the CLI's words (the library names its options).
   if (o.blocks && o.keep !== 'earliest') throw new UsageError('--blocks requires --keep earliest (a reference must point at a copy already sent)');
   if (o.blocks && o.fuzzy) throw new UsageError('--blocks cannot be combined with --near (near-duplicate replacement is lossy and rewrites earlier messages)');
@@ -289,7 +300,7 @@ export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise
   let outputs: Outputs | undefined;
   let result: DedupeReport | undefined;
   try {
-    if (verbatim !== undefined) await verbatim.write(`${JSON.stringify({ ctxdedup: 'verbatim', version: 1 })}\n`);
+    if (verbatim !== undefined) await verbatim.write(`${JSON.stringify({ ctxdedup: 'verbatim', version: VERBATIM_VERSION })}\n`);
     executor = await executorFor(o, settings, files);
     outputs = await runPipeline(
       {

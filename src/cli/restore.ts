@@ -12,6 +12,7 @@ import { beginCommit, keepCreatedFolders, type Outputs, removeCreatedFolders } f
 import { runPipeline, type PipelineProgress } from './pipeline.js';
 import { inProcess } from './pool.js';
 import { checkOutputs, planTargets, type CliIO } from './dedupe.js';
+import { VERBATIM_VERSION } from './dedupe-session.js';
 
 /** Options of {@link restoreCommand}. */
 export interface RestoreCommandOptions {
@@ -70,6 +71,19 @@ function isLiteralOf(raw: unknown, original: unknown): boolean {
   }
 }
 
+/** Whether `e` has the shape of one edit of a verbatim entry. */
+function isEdit(e: unknown): e is VerbatimEntry['edits'][number] {
+  if (typeof e !== 'object' || e === null) return false;
+  const { path, original, tag, raw } = e as Record<string, unknown>;
+  return (
+    Array.isArray(path) &&
+    path.every((step) => typeof step === 'string' || Number.isSafeInteger(step)) &&
+    typeof original === 'string' &&
+    typeof tag === 'string' &&
+    (raw === undefined || typeof raw === 'string')
+  );
+}
+
 async function loadVerbatim(path: string, io: CliIO): Promise<Verbatim> {
   const file = { path, rel: path, size: 0, gzip: path.endsWith('.gz'), container: 'jsonl' as const };
   const entries = new Map<string, VerbatimEntry>();
@@ -89,13 +103,19 @@ async function loadVerbatim(path: string, io: CliIO): Promise<Verbatim> {
       const v = value as Partial<VerbatimEntry & SkippedEntry> & { ctxdedup?: string };
       if (line.number === 1) {
         if (v.ctxdedup !== 'verbatim') throw new DataError(path, 1, 'not a ctxdedup verbatim file');
+        const version = (value as { version?: unknown }).version;
+        if (version !== VERBATIM_VERSION)
+          throw new DataError(path, 1, `a verbatim file of version ${JSON.stringify(version)}: this ctxdedup reads version ${VERBATIM_VERSION}`);
         header = true;
         continue;
       }
       const located = typeof v.file === 'string' && (v.line === undefined || Number.isSafeInteger(v.line));
       if (located && Array.isArray(v.edits)) {
-        // A literal is written into the output as it is: it must be the JSON string of its original.
-        for (const e of v.edits as VerbatimEntry['edits']) {
+        for (const e of v.edits as unknown[]) {
+          // Each edit puts a string back at a path: anything else would write a non-string there.
+          if (!isEdit(e))
+            throw new DataError(path, line.number, 'not a verbatim entry: an edit needs a path (strings and integers), a string original and a string tag');
+          // A literal is written into the output as it is: it must be the JSON string of its original.
           if (e.raw !== undefined && !isLiteralOf(e.raw, e.original))
             throw new DataError(path, line.number, 'not a verbatim entry: a raw literal is not the JSON string of its original');
         }

@@ -165,6 +165,35 @@ describe('single inputs and stdin', () => {
     expect(refused.code).toBe(1);
     expect(refused.stderr).toMatch(/empty\.jsonl: not a ctxdedup verbatim file/);
   });
+
+  it('dedupe --verbatim - is a usage error (restore reads - as stdin; dedupe would write a file named -)', async () => {
+    const r = await cli(['dedupe', '-', '--verbatim', '-'], '');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--verbatim needs a file path/);
+    expect(existsSync('-')).toBe(false);
+  });
+
+  it('restore refuses a verbatim file of another version, or with an edit that would write a non-string', async () => {
+    const file = join(tmp.dir, 'three.json');
+    writeFileSync(file, `${JSON.stringify(toOpenAI(makeSession(rng(6), makePool(5), 40)), null, 2)}\n`);
+    const out = join(tmp.dir, 'three.dedup.json');
+    const v = join(tmp.dir, 'three.verbatim.jsonl');
+    expect((await cli(['dedupe', file, '-o', out, '--verbatim', v, '-q'])).code).toBe(0);
+    const [header, entry] = readFileSync(v, 'utf8').trim().split('\n') as [string, string];
+    const crafted = (name: string, text: string) => {
+      const path = join(tmp.dir, name);
+      writeFileSync(path, text);
+      return cli(['restore', out, '--verbatim', path, '-q']);
+    };
+    const future = await crafted('v99.jsonl', `${header.replace('"version":1', '"version":99')}\n${entry}\n`);
+    expect(future.code).toBe(1);
+    expect(future.stderr).toMatch(/v99\.jsonl:1: a verbatim file of version 99: this ctxdedup reads version 1/);
+    const parsed = JSON.parse(entry) as { edits: { original: unknown }[] };
+    (parsed.edits[0] as { original: unknown }).original = { a: 1 };
+    const object = await crafted('object.jsonl', `${header}\n${JSON.stringify(parsed)}\n`);
+    expect(object.code).toBe(1);
+    expect(object.stderr).toMatch(/object\.jsonl:2: not a verbatim entry: an edit needs a path/);
+  });
 });
 
 describe('pipes as inputs', () => {
