@@ -6,19 +6,14 @@
 import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
-import { InvalidArgumentError, Option } from 'commander';
+import { Option } from 'commander';
 // The memory modules (and their TOML parser) load when the command runs, not with every CLI run.
 import type { MemoryConfig } from '../memory/config.js';
 import type { BatchReport, MemoryDeduplicator, MergeFunction } from '../memory/deduplicator.js';
 import type { CliIO } from './dedupe.js';
 import { DataError, UsageError } from './errors.js';
 import { print } from './output.js';
-
-function fraction(value: string): number {
-  const n = Number(value);
-  if (value.trim() === '' || !Number.isFinite(n) || n < 0 || n > 1) throw new InvalidArgumentError('must be a number in [0, 1]');
-  return n;
-}
+import { fraction } from './arguments.js';
 
 /** A merge function that runs `command` in a shell with the prompt on stdin; stdout is the memory. */
 export function commandMerge(command: string): MergeFunction {

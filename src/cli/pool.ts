@@ -81,25 +81,36 @@ export class WorkerPool implements Executor<DedupeOutcome> {
   private failure: Error | undefined;
 
   /**
-   * @param size - number of worker threads
+   * Workers start as jobs need them (a new one only while every started one is busy), so a
+   * small input never pays for `size` threads.
+   * @param size - most worker threads
    * @param init - settings and engine of every worker
    */
-  constructor(size: number, init: WorkerInit) {
-    for (let i = 0; i < size; i++) {
-      const slot: Slot = { worker: startWorker(init), pending: new Map() };
-      slot.worker.on('message', (reply: WorkerReply) => {
-        const pending = slot.pending.get(reply.id);
-        if (pending === undefined) return;
-        slot.pending.delete(reply.id);
-        if ('result' in reply) pending.resolve(reply.result);
-        else pending.reject(new Error(`ctxdedup worker: ${reply.error}`));
-      });
-      slot.worker.on('error', (error: Error) => this.fail(error));
-      slot.worker.on('exit', (code) => {
-        if (slot.pending.size > 0) this.fail(new Error(`ctxdedup worker exited with code ${code}`));
-      });
-      this.slots.push(slot);
-    }
+  constructor(
+    private readonly size: number,
+    private readonly init: WorkerInit,
+  ) {}
+
+  /** Worker threads started so far. */
+  get threads(): number {
+    return this.slots.length;
+  }
+
+  private start(): Slot {
+    const slot: Slot = { worker: startWorker(this.init), pending: new Map() };
+    slot.worker.on('message', (reply: WorkerReply) => {
+      const pending = slot.pending.get(reply.id);
+      if (pending === undefined) return;
+      slot.pending.delete(reply.id);
+      if ('result' in reply) pending.resolve(reply.result);
+      else pending.reject(new Error(`ctxdedup worker: ${reply.error}`));
+    });
+    slot.worker.on('error', (error: Error) => this.fail(error));
+    slot.worker.on('exit', (code) => {
+      if (slot.pending.size > 0) this.fail(new Error(`ctxdedup worker exited with code ${code}`));
+    });
+    this.slots.push(slot);
+    return slot;
   }
 
   private fail(error: Error): void {
@@ -112,8 +123,9 @@ export class WorkerPool implements Executor<DedupeOutcome> {
 
   run(job: Job): Promise<JobResult<DedupeOutcome>> {
     if (this.failure !== undefined) return Promise.reject(this.failure);
-    let slot = this.slots[0] as Slot;
-    for (const s of this.slots) if (s.pending.size < slot.pending.size) slot = s;
+    let slot = this.slots[0];
+    for (const s of this.slots) if (slot === undefined || s.pending.size < slot.pending.size) slot = s;
+    if (slot === undefined || (slot.pending.size > 0 && this.slots.length < this.size)) slot = this.start();
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       slot.pending.set(id, { resolve, reject });

@@ -2,7 +2,7 @@
  * The `ctxdedup` command line: argument parsing, output of reports, and exit codes.
  * @module
  */
-import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { Command, CommanderError, Option } from 'commander';
 import { dedupeCommand, type CliIO, type DedupeEngine } from './dedupe.js';
 import { cliMessage, DataError, EXIT, OutputError, UsageError } from './errors.js';
 import { FORMATS, type FormatName } from './formats.js';
@@ -12,34 +12,12 @@ import { print } from './output.js';
 import { addConformanceCommand } from './conformance.js';
 import { doctor } from './doctor.js';
 import { restoreCommand } from './restore.js';
+import { bounded, fraction } from './arguments.js';
 
 const VERSION = '0.1.0';
 
-function integer(name: string, min: number) {
-  return (value: string): number => {
-    const n = Number(value);
-    if (value.trim() === '' || !Number.isInteger(n) || n < min) throw new InvalidArgumentError(`${name} must be an integer >= ${min}`);
-    return n;
-  };
-}
-
 /** Most threads or batches in flight `--jobs` and `--concurrency` accept: each costs memory up front. */
 export const MAX_JOBS = 256;
-
-function bounded(name: string, min: number, max: number) {
-  return (value: string): number => {
-    const n = Number(value);
-    if (!/^\s*\d+\s*$/.test(value) || !Number.isSafeInteger(n) || n < min || n > max)
-      throw new InvalidArgumentError(`${name} must be an integer from ${min} to ${max}`);
-    return n;
-  };
-}
-
-function fraction(value: string): number {
-  const n = Number(value);
-  if (value.trim() === '' || !Number.isFinite(n) || n < 0 || n > 1) throw new InvalidArgumentError('must be a number in [0, 1]');
-  return n;
-}
 
 function list(value: string, previous: string[] | undefined): string[] {
   return [
@@ -94,8 +72,8 @@ export async function run(argv: readonly string[], io: CliIO, hooks: RunHooks = 
     .option('--near', 'also replace near duplicates (multiset line Jaccard)', false)
     .option('--fuzzy', 'deprecated alias of --near', false)
     .option('--threshold <t>', 'near-duplicate similarity threshold in [0, 1]', fraction, 0.85)
-    .option('--min-chars <n>', 'leave contents shorter than this alone', integer('--min-chars', 0), 200)
-    .option('--recency-window <n>', 'never replace the last N messages of a session', integer('--recency-window', 0), 0)
+    .option('--min-chars <n>', 'leave contents shorter than this alone', bounded('--min-chars', 0, 2 ** 32 - 1), 200)
+    .option('--recency-window <n>', 'never replace the last N messages of a session', bounded('--recency-window', 0, Number.MAX_SAFE_INTEGER), 0)
     .option('--preserve <roles>', 'roles never deduplicated, comma-separated (default: system)', list)
     .option('--blocks', 'also replace runs of lines already sent earlier with one-line references (lossless; needs --keep earliest)', false)
     .option('--cross-session', 'also replace tool outputs identical to one in an earlier session (exact)', false)

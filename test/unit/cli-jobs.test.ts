@@ -205,3 +205,42 @@ describe('errors from worker threads', () => {
     }
   });
 });
+
+describe('WorkerPool', () => {
+  it('starts worker threads only as jobs need them: a small input never pays for --jobs threads', async () => {
+    const { WorkerPool } = await import('../../src/cli/pool.js');
+    const settings = {
+      keep: 'latest' as const,
+      fuzzy: false,
+      threshold: 0.85,
+      minChars: 200,
+      recencyWindow: 0,
+      preserve: ['system'],
+      crossSession: false,
+      blocks: false,
+      verbatim: false,
+      tokenizer: 'o200k_base' as const,
+    };
+    const pool = new WorkerPool(8, { settings, loader: new URL('../support/worker-loader.mjs', import.meta.url).href });
+    expect(pool.threads).toBe(0);
+    const job = () => ({
+      kind: 'sessions' as const,
+      file: { path: 'x.jsonl', rel: 'x.jsonl' },
+      data: new Uint8Array(Buffer.from(`${sessionRecord(makeSession(rng(3), makePool(3), 10), 's')}\n`)),
+      firstLine: 1,
+    });
+    try {
+      const first = await pool.run(job());
+      expect(first.sessions).toHaveLength(1);
+      expect(pool.threads).toBe(1);
+      // One job after another: the started worker is idle again, and takes it.
+      await pool.run(job());
+      expect(pool.threads).toBe(1);
+      // Jobs at once: more workers, up to the size.
+      await Promise.all(Array.from({ length: 12 }, () => pool.run(job())));
+      expect(pool.threads).toBe(8);
+    } finally {
+      await pool.close();
+    }
+  });
+});

@@ -390,6 +390,21 @@ describe('inputs without a telling extension (stdin)', () => {
 });
 
 describe('errors and exit codes', () => {
+  it('numeric options take plain decimal notation only, with their range in the message', async () => {
+    for (const [flag, value, message] of [
+      ['--min-chars', '0x10', /--min-chars must be an integer from 0 to 4294967295/],
+      ['--min-chars', '1e3', /--min-chars must be an integer from 0 to 4294967295/],
+      ['--min-chars', '99999999999999999999', /--min-chars must be an integer from 0 to 4294967295/],
+      ['--threshold', '0x1', /must be a number in \[0, 1\]/],
+      ['--threshold', '5e-1', /must be a number in \[0, 1\]/],
+    ] as const) {
+      const r = await cli(['dedupe', '-', flag, value], '');
+      expect(r.code, `${flag} ${value}`).toBe(2);
+      expect(r.stderr).toMatch(message);
+    }
+    expect((await cli(['dedupe', '-', '--threshold', '.9', '--min-chars', '16', '-q'], '')).code).toBe(0);
+  });
+
   it('a line longer than one string can hold is a data error naming the file, not a crash', async () => {
     const file = join(tmp.dir, 'long-line.jsonl');
     writeFileSync(file, `${JSON.stringify({ session: 1, messages: [{ id: 'a', role: 'user', content: 'x'.repeat(10_000) }] })}\n`);
