@@ -194,6 +194,7 @@ function skippedLine(file: InputFile, error: DataError): string {
 export async function dedupeCommand(o: DedupeCommandOptions, io: CliIO): Promise<DedupeReport> {
   if (o.inputs.length === 0) throw new UsageError('no inputs: give files, directories or - for stdin');
   if (o.dryRun && o.verbatim !== undefined) throw new UsageError('--verbatim has nothing to save with --dry-run');
+  if (o.dryRun && o.out !== undefined) throw new UsageError('-o has nothing to write with --dry-run (it only reports)');
   // `restore --verbatim -` reads stdin; here `-` would silently be a file named "-".
   if (o.verbatim === '-') throw new UsageError('--verbatim needs a file path (the output may be on stdout; write the verbatim file to a file)');
   // In the CLI's words (the library names its options).

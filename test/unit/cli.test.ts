@@ -166,6 +166,14 @@ describe('single inputs and stdin', () => {
     expect(refused.stderr).toMatch(/empty\.jsonl: not a ctxdedup verbatim file/);
   });
 
+  it('dedupe --dry-run -o is a usage error (nothing would be written)', async () => {
+    const out = join(tmp.dir, 'dry.jsonl');
+    const r = await cli(['dedupe', '-', '--dry-run', '-o', out], '');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/-o has nothing to write with --dry-run/);
+    expect(existsSync(out)).toBe(false);
+  });
+
   it('dedupe --verbatim - is a usage error (restore reads - as stdin; dedupe would write a file named -)', async () => {
     const r = await cli(['dedupe', '-', '--verbatim', '-'], '');
     expect(r.code).toBe(2);
