@@ -269,7 +269,7 @@ describe('cross-session', () => {
       ],
     };
     const file = join(tmp.dir, 'cross-targets.jsonl');
-    writeFileSync(file, [s1, s2, s3].map((s) => JSON.stringify(s)).join('\n') + '\n');
+    writeFileSync(file, `${[s1, s2, s3].map((s) => JSON.stringify(s)).join('\n')}\n`);
     const latest = await cli(['dedupe', file, '--cross-session']);
     expect(latest.code, latest.stderr).toBe(0);
     const [, l2] = latest.stdout
