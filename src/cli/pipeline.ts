@@ -228,17 +228,14 @@ class Reader {
   }
 }
 
-/** Offset of the first byte of `b[0, len)` that is not a BOM byte or JSON whitespace (`len` if none). */
-function firstNonBlank(b: Buffer, len: number): number {
-  let i = b[0] === 0xef && b[1] === 0xbb && b[2] === 0xbf ? 3 : 0;
+/**
+ * Offset of the first byte of `b[from, len)` that is not JSON whitespace (or, at the start, a
+ * BOM): `len` if none.
+ */
+function firstNonBlank(b: Buffer, len: number, from = 0): number {
+  let i = from === 0 && b[0] === 0xef && b[1] === 0xbb && b[2] === 0xbf ? 3 : from;
   while (i < len && (b[i] === 0x20 || b[i] === 0x0a || b[i] === 0x0d || b[i] === 0x09)) i++;
   return i;
-}
-
-/** Whether `b[0, len)` holds its first non-blank line whole (up to its newline). */
-function firstLineRead(b: Buffer, len: number): boolean {
-  const start = firstNonBlank(b, len);
-  return start < len && b.subarray(0, len).indexOf(10, start) !== -1;
 }
 
 /**
@@ -289,21 +286,47 @@ export async function runPipeline<O>(options: PipelineOptions<O>, progress: Pipe
   };
 
   /**
-   * Guesses the container of an input without a telling extension from its first non-blank
-   * line, read whole (`reader` holds it, or the whole input): a line that parses as a JSON
-   * object makes it JSONL; an empty input is an empty JSONL file.
+   * The next non-blank line of `reader` at or after byte `from`, read whole (the reader fills
+   * until its newline, the end, or the line limit): its `[start, end)`, whether it ended with a
+   * newline, or `undefined` when only blanks are left.
    */
-  const sniff = (reader: Reader): Container => {
-    const start = firstNonBlank(reader.buf, reader.len);
-    if (start === reader.len) return 'jsonl';
-    const nl = reader.buf.subarray(0, reader.len).indexOf(10, start);
-    const first = stripBom(reader.buf.toString('utf8', start, nl === -1 ? reader.len : nl)).trim();
-    if (!first.startsWith('{') || nl === -1) return 'json';
-    try {
-      return isRecord(JSON.parse(first)) ? 'jsonl' : 'json';
-    } catch {
-      return 'json';
+  const nextLine = async (reader: Reader, from: number): Promise<{ start: number; end: number; whole: boolean } | undefined> => {
+    for (;;) {
+      const start = firstNonBlank(reader.buf, reader.len, from);
+      const nl = start < reader.len ? reader.buf.subarray(0, reader.len).indexOf(10, start) : -1;
+      if (nl !== -1) return { start, end: nl, whole: true };
+      if (reader.eof || reader.len >= maxLineBytes) return start < reader.len ? { start, end: reader.len, whole: false } : undefined;
+      reader.grow();
+      await reader.fill();
     }
+  };
+
+  /** Whether `b[start, end)` is a JSON object (a JSONL record or event). */
+  const isRecordLine = (b: Buffer, start: number, end: number): boolean => {
+    const text = stripBom(b.toString('utf8', start, end)).trim();
+    if (!text.startsWith('{')) return false;
+    try {
+      return isRecord(JSON.parse(text));
+    } catch {
+      return false;
+    }
+  };
+
+  /**
+   * Guesses the container of an input without a telling extension from its first non-blank
+   * line, read whole however long: a line that parses as a JSON object makes it JSONL; an empty
+   * input is an empty JSONL file. A first line that starts like an object but does not parse is
+   * a corrupt JSONL line or the first line of a JSON document written over several lines: the
+   * next line tells (a record: JSONL).
+   */
+  const sniff = async (reader: Reader): Promise<Container> => {
+    const first = await nextLine(reader, 0);
+    if (first === undefined) return 'jsonl';
+    if (!first.whole) return 'json';
+    if (isRecordLine(reader.buf, first.start, first.end)) return 'jsonl';
+    if (reader.buf[first.start] !== 0x7b) return 'json';
+    const second = await nextLine(reader, first.end + 1);
+    return second?.whole === true && isRecordLine(reader.buf, second.start, second.end) ? 'jsonl' : 'json';
   };
 
   const readJsonl = async (file: InputFile, ref: FileRef, reader: Reader): Promise<void> => {
@@ -357,10 +380,10 @@ export async function runPipeline<O>(options: PipelineOptions<O>, progress: Pipe
       const reader = new Reader(source, pool, maxLineBytes);
       let container = options.format !== undefined ? containerOf(options.format) : file.container;
       if (container === undefined) {
-        // Read until the first non-blank line is whole in the buffer (or the end): however long
-        // it is, a JSONL file is read line by line and a JSON document whole anyway.
-        for (await reader.fill(); !reader.eof && !firstLineRead(reader.buf, reader.len) && reader.len < maxLineBytes; await reader.fill()) reader.grow();
-        container = sniff(reader);
+        // However long the first lines are, a JSONL file is read line by line and a JSON
+        // document whole anyway: reading them whole here costs no memory beyond that.
+        await reader.fill();
+        container = await sniff(reader);
       }
       await push({ kind: 'open', file, target });
       const ref: FileRef = { path: file.path, rel: file.rel };

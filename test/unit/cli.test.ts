@@ -386,6 +386,20 @@ describe('inputs without a telling extension (stdin)', () => {
     expect(empty.stdout).toBe('');
   });
 
+  it('a corrupt first line does not make JSONL one JSON document; a document over several lines stays one', async () => {
+    const input = `{"session":"broken",\n${record('s1')}\n${record('s2')}\n`;
+    const skip = await cli(['dedupe', '-', '--json', '--on-error', 'skip', '-o', join(tmp.dir, 'corrupt-first.jsonl')], input);
+    expect(skip.code, skip.stderr).toBe(0);
+    expect(JSON.parse(skip.stdout)).toMatchObject({ sessions: 2, exactDuplicates: 2 });
+    const abort = await cli(['dedupe', '-', '-q'], input);
+    expect(abort.code).toBe(1);
+    expect(abort.stderr).toMatch(/-:1: malformed JSON/);
+    const doc = JSON.stringify({ messages: JSON.parse(record('d')).messages }, null, 2);
+    const pretty = await cli(['dedupe', '-', '--json', '-o', join(tmp.dir, 'pretty.json')], `${doc}\n`);
+    expect(pretty.code, pretty.stderr).toBe(0);
+    expect(JSON.parse(pretty.stdout)).toMatchObject({ sessions: 1, exactDuplicates: 1 });
+  });
+
   it('a header record before the sessions does not make the file one agent log', async () => {
     const input = `{"type":"header","version":1}\n${record('s1')}\n${record('s2')}\n`;
     const abort = await cli(['dedupe', '-', '-q'], input);
