@@ -175,6 +175,22 @@ class HttpError extends Error {
   }
 }
 
+/** Whether `value` holds, at any depth, a key `__proto__`, or a key `constructor` whose value has a `prototype` key. */
+function hasForbiddenKey(value: unknown): boolean {
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v !== 'object' || v === null) continue;
+    for (const key of Object.keys(v)) {
+      const child = (v as Record<string, unknown>)[key];
+      if (key === '__proto__') return true;
+      if (key === 'constructor' && typeof child === 'object' && child !== null && Object.hasOwn(child, 'prototype')) return true;
+      stack.push(child);
+    }
+  }
+  return false;
+}
+
 function parseNdjson(text: string): NdjsonBody {
   const items: unknown[] = [];
   const lines: number[] = [];
@@ -182,11 +198,17 @@ function parseNdjson(text: string): NdjsonBody {
   for (let i = 0; i < rows.length; i++) {
     const row = rows[i]!.endsWith('\r') ? rows[i]!.slice(0, -1) : rows[i]!;
     if (row.trim() === '') continue;
+    let item: unknown;
     try {
-      items.push(JSON.parse(row));
+      item = JSON.parse(row);
     } catch (error) {
       throw new HttpError(400, 'INVALID_NDJSON', `line ${i + 1} is not valid JSON: ${(error as Error).message}`);
     }
+    // The JSON route's rule (Fastify refuses these keys there): checked only where they can be.
+    if ((row.includes('__proto__') || row.includes('constructor')) && hasForbiddenKey(item)) {
+      throw new HttpError(400, 'FORBIDDEN_KEY', `line ${i + 1} has a key named "__proto__" (or "constructor" holding "prototype"): such keys are refused`);
+    }
+    items.push(item);
     lines.push(i + 1);
   }
   return { ndjson: true, items, lines };

@@ -177,6 +177,19 @@ describe('item 4: bodies are decoded strictly; invalid UTF-8 is a 400 naming the
     expect(poisoned.status).toBe(400);
     expect(poisoned.body).toEqual({ error: expect.stringMatching(/key named "__proto__"/), code: 'FORBIDDEN_KEY' });
     expect(({} as Record<string, unknown>)['polluted']).toBeUndefined();
+    // The NDJSON route refuses them too, naming the line, and records nothing.
+    const ndjson = await post(
+      '/v1/namespaces/proto/items',
+      '{"id":"p0","content":"fine"}\n{"id":"p1","content":"x","metadata":{"a":{"__proto__":{"polluted":1}}}}\n',
+      'application/x-ndjson',
+    );
+    expect(ndjson.status).toBe(400);
+    expect(ndjson.body).toEqual({ error: expect.stringMatching(/^line 2 has a key named "__proto__"/), code: 'FORBIDDEN_KEY' });
+    const ctor = await post('/v1/namespaces/proto/items', '{"id":"p2","content":"y","metadata":{"constructor":{"prototype":{}}}}\n', 'application/x-ndjson');
+    expect(ctor.body.code).toBe('FORBIDDEN_KEY');
+    const fine = await post('/v1/namespaces/proto/items', '{"id":"p0","content":"fine","metadata":{"constructor":"ok"}}\n', 'application/x-ndjson');
+    expect(fine.status).toBe(200);
+    expect(fine.body.results[0].status).toBe('new');
     // Any depth parses; a response echoing 50,000 nested arrays cannot be serialized: say so.
     const deep = `${'['.repeat(50_000)}"x"${']'.repeat(50_000)}`;
     const nested = await post('/v1/messages/dedupe', `{"messages":[{"id":"a","role":"user","content":"hi","metadata":${deep}}]}`);
